@@ -1,0 +1,1 @@
+#include "trace/atomic_file.h"

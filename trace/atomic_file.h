@@ -1,0 +1,29 @@
+// Crash- and reader-safe file replacement.
+//
+// WriteFileAtomic writes `contents` to a temporary file in the same directory as `path`, fsyncs it,
+// renames it over `path` and fsyncs the directory. A process reading `path` concurrently sees either
+// the previous complete file or the new complete file, never a partial one; after a crash `path` holds
+// one of the two. The temporary file is removed on any failure.
+//
+// Thread-safe: concurrent writers to the same path each produce a complete file (last rename wins).
+#ifndef TRACETORCH_TRACE_ATOMIC_FILE_H_
+#define TRACETORCH_TRACE_ATOMIC_FILE_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tracetorch {
+
+// Errors: NotFound if the directory does not exist, PermissionDenied, or Internal/ResourceExhausted
+// (disk full) with the failing system call and errno text.
+absl::Status WriteFileAtomic(const std::string& path, std::string_view contents);
+
+// Reads a whole file. NotFound, PermissionDenied, or InvalidArgument if `path` is a directory.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+}  // namespace tracetorch
+
+#endif  // TRACETORCH_TRACE_ATOMIC_FILE_H_

@@ -1,0 +1,63 @@
+// Reading and writing traces as JSON, in the layout of the tracetorch-ml Python library.
+//
+// Reading is tolerant the way that library's loader is:
+//  - accepts the non-standard number tokens `NaN`, `Infinity` and `-Infinity` that Python's json
+//    module writes;
+//  - accepts files from older versions that lack the aggregation fields: `full_name` defaults to
+//    `name`, `depth`/`params` to 0, `forward_count` to 1 when a latency is present (else 0), and
+//    likewise `backward_count` from `bwd_latency_ms`; missing min/max/mean latencies default to the
+//    latest latency;
+//  - keeps unknown metadata keys (TraceMetadata::extra) and ignores unknown layer keys.
+// Errors are InvalidArgument with a message a person can act on: for malformed JSON it names the
+// line and column ("line 3, column 17: ..."); for a well-formed document of the wrong shape it names
+// the field ("layers[2].outputs[0].shape: expected an array of integers").
+//
+// Writing is strict RFC 8259: a non-finite double becomes `null`. Output is deterministic (fixed key
+// order, shortest round-trip doubles), so identical records give identical bytes.
+//
+// All functions are thread-compatible: they share no state.
+#ifndef TRACETORCH_TRACE_JSON_H_
+#define TRACETORCH_TRACE_JSON_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trace/diff.h"
+#include "trace/record.h"
+
+namespace tracetorch {
+
+struct JsonStyle {
+  // Spaces per nesting level; 0 writes everything on one line (smallest, for the wire and snapshots
+  // polled often). The Python library writes indent 2.
+  int indent = 2;
+};
+
+// Parses a whole trace document.
+absl::StatusOr<TraceRecord> ParseTraceJson(std::string_view text);
+
+// Reads and parses `path`. NotFound when the file does not exist, PermissionDenied when it cannot be
+// opened, InvalidArgument (message prefixed with nothing: callers add the path) when it is empty or
+// invalid.
+absl::StatusOr<TraceRecord> ReadTraceFile(const std::string& path);
+
+std::string TraceToJson(const TraceRecord& record, JsonStyle style = {});
+
+// Writes `record` to `path` atomically (see atomic_file.h): a concurrent reader sees the old file or
+// the new one, never a torn write.
+absl::Status WriteTraceFile(const std::string& path, const TraceRecord& record,
+                            JsonStyle style = {});
+
+// The diff document `tracetorch diff --json` prints: baseline_model, current_model, has_regressions,
+// critical_count, warning_count, entries[] (severity, kind, layer, message, details).
+std::string DiffToJson(const TraceDiff& diff, JsonStyle style = {});
+
+// Appends `value` as a JSON string literal (quoted, escaped) to `out`. Exposed for the CLI's --json
+// outputs that are not whole records.
+void AppendJsonString(std::string_view value, std::string* out);
+
+}  // namespace tracetorch
+
+#endif  // TRACETORCH_TRACE_JSON_H_

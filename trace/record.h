@@ -1,0 +1,176 @@
+// The trace data model: what one traced run of a model records, per layer.
+//
+// The layout mirrors the JSON written by the tracetorch-ml Python library (see json.h for the exact
+// mapping), so that traces written by either tool can be read, diffed and rendered by the other.
+//
+// Conventions:
+//  - A value that was not measured is std::nullopt (JSON `null`), never 0.
+//  - A non-finite measured value (a NaN mean, say) is kept as the double itself in memory; the writer
+//    turns it into `null` and the NaN/Inf flags carry the fact.
+//  - Plain structs with value semantics; not synchronised. Copy freely.
+#ifndef TRACETORCH_TRACE_RECORD_H_
+#define TRACETORCH_TRACE_RECORD_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tracetorch {
+
+// Statistics of one tensor. mean/std/min/max are computed over finite elements only (population std);
+// they are nullopt for non-float and empty tensors. nan_count/inf_count cover every element.
+struct TensorStats {
+  std::optional<double> mean;
+  std::optional<double> std;
+  std::optional<double> min;
+  std::optional<double> max;
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+
+  friend bool operator==(const TensorStats&, const TensorStats&) = default;
+};
+
+// One input or output tensor of a layer call.
+struct TensorInfo {
+  std::vector<int64_t> shape;
+  std::string dtype;   // As torch prints it: "torch.float32".
+  std::string device;  // "cpu", "cuda:0".
+  // Absent when statistics were not captured for this tensor (JSON: the stat keys are missing).
+  std::optional<TensorStats> stats;
+
+  friend bool operator==(const TensorInfo&, const TensorInfo&) = default;
+};
+
+// Everything recorded for one module (layer), aggregated over all its calls.
+struct LayerTrace {
+  std::string name;       // Last component of the module path ("fc").
+  std::string type;       // Class name ("Linear").
+  std::string full_name;  // Dotted module path ("blocks.0.fc"); unique within a record.
+  int32_t depth = 0;      // Number of components in full_name.
+  int64_t params = 0;     // Direct parameters only.
+
+  // Tensors of the latest call.
+  std::vector<TensorInfo> inputs;
+  std::vector<TensorInfo> outputs;
+
+  // Forward latency: latest call, and min/max/mean over forward_count calls.
+  std::optional<double> latency_ms;
+  std::optional<double> latency_ms_min;
+  std::optional<double> latency_ms_max;
+  std::optional<double> latency_ms_mean;
+  int64_t forward_count = 0;
+  bool has_nan = false;  // Sticky: any output ever held NaN.
+  bool has_inf = false;  // Sticky: any output ever held +/-Inf.
+
+  // Gradient with respect to the layer's (first) output, latest backward.
+  std::optional<double> grad_norm;
+  std::optional<double> grad_mean;
+  bool grad_has_nan = false;   // Sticky.
+  bool has_zero_grad = false;  // Sticky: an output gradient was all zeros.
+  // Gradient with respect to the layer's (first) input, latest backward.
+  std::optional<double> grad_in_norm;
+  std::optional<double> grad_in_mean;
+  bool grad_in_has_nan = false;  // Sticky.
+
+  std::optional<double> bwd_latency_ms;
+  std::optional<double> bwd_latency_ms_min;
+  std::optional<double> bwd_latency_ms_max;
+  std::optional<double> bwd_latency_ms_mean;
+  int64_t backward_count = 0;
+
+  // CUDA caching-allocator deltas in bytes over the latest call; nullopt on CPU.
+  std::optional<int64_t> fwd_mem_alloc_delta;
+  std::optional<int64_t> fwd_mem_reserved_delta;
+  std::optional<int64_t> bwd_mem_alloc_delta;
+  std::optional<int64_t> bwd_mem_reserved_delta;
+
+  friend bool operator==(const LayerTrace&, const LayerTrace&) = default;
+};
+
+// A value in an anomaly's or diff entry's `details` object.
+using DetailValue =
+    std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<std::string>>;
+// Ordered key/value pairs: the JSON object keeps this order.
+using Details = std::vector<std::pair<std::string, DetailValue>>;
+
+// Returns the value for `key`, or nullptr.
+const DetailValue* FindDetail(const Details& details, std::string_view key);
+
+enum class AnomalySeverity { kInfo, kWarning, kCritical };
+enum class AnomalyType {
+  kNanActivation,
+  kInfActivation,
+  kDeadLayer,
+  kExplodingVariance,
+  kHighVariance,
+  kEmptyOutput,
+  kZeroGradient,
+  kNanGradient,
+};
+
+// The JSON spellings: "info"/"warning"/"critical"; "nan_activation", "dead_layer", ...
+std::string_view ToString(AnomalySeverity severity);
+std::string_view ToString(AnomalyType type);
+// Return false for an unknown spelling.
+bool ParseAnomalySeverity(std::string_view text, AnomalySeverity* out);
+bool ParseAnomalyType(std::string_view text, AnomalyType* out);
+
+struct Anomaly {
+  AnomalyType type = AnomalyType::kNanActivation;
+  AnomalySeverity severity = AnomalySeverity::kInfo;
+  std::string layer;  // full_name of the layer ("<input>" for the model input).
+  std::string message;
+  Details details;
+
+  friend bool operator==(const Anomaly&, const Anomaly&) = default;
+};
+
+// Where a non-finite value first appeared in a run (see anomaly.h): the model input, or the first
+// layer, in execution order, whose inputs were finite and whose outputs were not.
+struct NanOrigin {
+  static constexpr std::string_view kModelInput = "<input>";
+  std::string layer;      // full_name, or kModelInput.
+  int64_t step = 0;       // 0-based forward pass (step) in which it appeared.
+  bool is_nan = true;     // false: the first non-finite value was +/-Inf, not NaN.
+
+  friend bool operator==(const NanOrigin&, const NanOrigin&) = default;
+};
+
+struct TraceMetadata {
+  std::string model_name;
+  std::string pytorch_version;
+  std::string python_version;
+  std::string platform;
+  bool cuda_available = false;
+  std::string cuda_version = "N/A";
+  std::string active_device = "cpu";
+  std::optional<double> total_time_ms;
+  std::optional<NanOrigin> nan_origin;  // JSON: "nan_origin": {"layer", "step", "kind"} when set.
+  // Metadata keys this version does not model, kept in file order as minified JSON text, so that a
+  // read-modify-write keeps them. Also where agents put counters (e.g. "dropped_events": 12).
+  std::vector<std::pair<std::string, std::string>> extra;
+
+  friend bool operator==(const TraceMetadata&, const TraceMetadata&) = default;
+};
+
+// One trace: layers in the order they first completed a forward pass (children before parents, as
+// the Python library records them), and the anomalies found when the trace was finalised.
+struct TraceRecord {
+  TraceMetadata metadata;
+  std::vector<LayerTrace> layers;
+  std::vector<Anomaly> warnings;
+
+  // Returns the layer with this full_name, or nullptr. Linear scan: for lookups in loops, build an
+  // index (see diff.cc).
+  const LayerTrace* FindLayer(std::string_view full_name) const;
+
+  friend bool operator==(const TraceRecord&, const TraceRecord&) = default;
+};
+
+}  // namespace tracetorch
+
+#endif  // TRACETORCH_TRACE_RECORD_H_
