@@ -1,1 +1,165 @@
 #include "trace/aggregator.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tracetorch {
+namespace {
+
+// Folds one latency measurement into latest/min/max/mean. The mean is over the calls that had one.
+void FoldLatency(std::optional<double> sample, std::optional<double>* latest,
+                 std::optional<double>* min, std::optional<double>* max,
+                 std::optional<double>* mean, double* sum, int64_t* samples) {
+  if (!sample.has_value()) {
+    // Unmeasured call: it counts as a call, but the latency statistics keep describing the calls
+    // that were measured (a record never shows a latency of "unknown" next to a known mean).
+    return;
+  }
+  const double v = *sample;
+  *latest = v;
+  *min = min->has_value() ? std::min(**min, v) : v;
+  *max = max->has_value() ? std::max(**max, v) : v;
+  *sum += v;
+  ++*samples;
+  *mean = *sum / static_cast<double>(*samples);
+}
+
+bool AnyOutputHas(const std::vector<TensorInfo>& outputs, int64_t TensorStats::*count) {
+  for (const TensorInfo& t : outputs) {
+    if (t.stats.has_value() && (*t.stats).*count > 0) return true;
+  }
+  return false;
+}
+
+LayerTrace FreshTrace(const LayerTrace& declared) {
+  LayerTrace t;
+  t.name = declared.name;
+  t.type = declared.type;
+  t.full_name = declared.full_name;
+  t.depth = declared.depth;
+  t.params = declared.params;
+  return t;
+}
+
+}  // namespace
+
+TraceAggregator::TraceAggregator(TraceMetadata metadata) : metadata_(std::move(metadata)) {}
+
+absl::StatusOr<TraceAggregator::LayerId> TraceAggregator::DeclareLayer(const LayerInfo& info) {
+  absl::MutexLock lock(&mu_);
+  auto it = ids_by_name_.find(info.full_name);
+  if (it != ids_by_name_.end()) {
+    const LayerTrace& known = layers_[static_cast<size_t>(it->second)].trace;
+    if (known.type != info.type) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer '", info.full_name, "' was declared with type '", known.type,
+                       "' and is now declared with type '", info.type, "'"));
+    }
+    return it->second;
+  }
+  const auto id = static_cast<LayerId>(layers_.size());
+  LayerState state;
+  state.trace.name = info.name;
+  state.trace.type = info.type;
+  state.trace.full_name = info.full_name;
+  state.trace.depth = info.depth;
+  state.trace.params = info.params;
+  layers_.push_back(std::move(state));
+  ids_by_name_.emplace(info.full_name, id);
+  return id;
+}
+
+absl::Status TraceAggregator::AddForward(LayerId id, ForwardSample sample) {
+  absl::MutexLock lock(&mu_);
+  if (id < 0 || static_cast<size_t>(id) >= layers_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("forward sample for layer id ", id,
+                                                   ", which was never declared (", layers_.size(),
+                                                   " layers declared)"));
+  }
+  LayerState& s = layers_[static_cast<size_t>(id)];
+  LayerTrace& t = s.trace;
+  FoldLatency(sample.latency_ms, &t.latency_ms, &t.latency_ms_min, &t.latency_ms_max,
+              &t.latency_ms_mean, &s.latency_sum, &s.latency_samples);
+  ++t.forward_count;
+  if (AnyOutputHas(sample.outputs, &TensorStats::nan_count)) t.has_nan = true;
+  if (AnyOutputHas(sample.outputs, &TensorStats::inf_count)) t.has_inf = true;
+  t.inputs = std::move(sample.inputs);
+  t.outputs = std::move(sample.outputs);
+  t.fwd_mem_alloc_delta = sample.mem_alloc_delta;
+  t.fwd_mem_reserved_delta = sample.mem_reserved_delta;
+  if (s.first_seen < 0) s.first_seen = next_seen_++;
+  return absl::OkStatus();
+}
+
+absl::Status TraceAggregator::AddBackward(LayerId id, const BackwardSample& sample) {
+  absl::MutexLock lock(&mu_);
+  if (id < 0 || static_cast<size_t>(id) >= layers_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("backward sample for layer id ", id,
+                                                   ", which was never declared (", layers_.size(),
+                                                   " layers declared)"));
+  }
+  LayerState& s = layers_[static_cast<size_t>(id)];
+  LayerTrace& t = s.trace;
+  FoldLatency(sample.latency_ms, &t.bwd_latency_ms, &t.bwd_latency_ms_min, &t.bwd_latency_ms_max,
+              &t.bwd_latency_ms_mean, &s.bwd_latency_sum, &s.bwd_latency_samples);
+  ++t.backward_count;
+  t.grad_norm = sample.grad_norm;
+  t.grad_mean = sample.grad_mean;
+  t.grad_in_norm = sample.grad_in_norm;
+  t.grad_in_mean = sample.grad_in_mean;
+  if (sample.grad_has_nan) t.grad_has_nan = true;
+  if (sample.grad_all_zero) t.has_zero_grad = true;
+  if (sample.grad_in_has_nan) t.grad_in_has_nan = true;
+  t.bwd_mem_alloc_delta = sample.mem_alloc_delta;
+  t.bwd_mem_reserved_delta = sample.mem_reserved_delta;
+  // A layer whose backward is seen before any forward (its forward hook missed the call) is still
+  // listed, in the order it was first observed.
+  if (s.first_seen < 0) s.first_seen = next_seen_++;
+  return absl::OkStatus();
+}
+
+void TraceAggregator::SetMetadata(TraceMetadata metadata) {
+  absl::MutexLock lock(&mu_);
+  metadata_ = std::move(metadata);
+}
+
+TraceMetadata TraceAggregator::metadata() const {
+  absl::MutexLock lock(&mu_);
+  return metadata_;
+}
+
+TraceRecord TraceAggregator::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  TraceRecord record;
+  record.metadata = metadata_;
+  // first_seen values are dense in [0, next_seen_): place each observed layer at its slot.
+  std::vector<const LayerTrace*> ordered(static_cast<size_t>(next_seen_), nullptr);
+  for (const LayerState& s : layers_) {
+    if (s.first_seen >= 0) ordered[static_cast<size_t>(s.first_seen)] = &s.trace;
+  }
+  record.layers.reserve(ordered.size());
+  for (const LayerTrace* t : ordered) {
+    if (t != nullptr) record.layers.push_back(*t);
+  }
+  return record;
+}
+
+void TraceAggregator::ResetObservations() {
+  absl::MutexLock lock(&mu_);
+  for (LayerState& s : layers_) {
+    LayerState fresh;
+    fresh.trace = FreshTrace(s.trace);
+    s = std::move(fresh);
+  }
+  next_seen_ = 0;
+}
+
+int32_t TraceAggregator::declared_layers() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int32_t>(layers_.size());
+}
+
+}  // namespace tracetorch

@@ -15,7 +15,8 @@
 // Writing is strict RFC 8259: a non-finite double becomes `null`. Output is deterministic (fixed key
 // order, shortest round-trip doubles), so identical records give identical bytes.
 //
-// All functions are thread-compatible: they share no state.
+// All functions are thread-compatible: they share no state. (Each thread that reads keeps one
+// simdjson parser, with its buffers, for reuse; documents over 64 MiB get a parser of their own.)
 #ifndef TRACETORCH_TRACE_JSON_H_
 #define TRACETORCH_TRACE_JSON_H_
 

@@ -1,1 +1,78 @@
 #include "trace/record.h"
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+#include <utility>
+
+namespace tracetorch {
+namespace {
+
+constexpr std::array<std::pair<AnomalySeverity, std::string_view>, 3> kSeverityNames = {{
+    {AnomalySeverity::kInfo, "info"},
+    {AnomalySeverity::kWarning, "warning"},
+    {AnomalySeverity::kCritical, "critical"},
+}};
+
+constexpr std::array<std::pair<AnomalyType, std::string_view>, 8> kTypeNames = {{
+    {AnomalyType::kNanActivation, "nan_activation"},
+    {AnomalyType::kInfActivation, "inf_activation"},
+    {AnomalyType::kDeadLayer, "dead_layer"},
+    {AnomalyType::kExplodingVariance, "exploding_variance"},
+    {AnomalyType::kHighVariance, "high_variance"},
+    {AnomalyType::kEmptyOutput, "empty_output"},
+    {AnomalyType::kZeroGradient, "zero_gradient"},
+    {AnomalyType::kNanGradient, "nan_gradient"},
+}};
+
+}  // namespace
+
+const DetailValue* FindDetail(const Details& details, std::string_view key) {
+  for (const auto& [k, v] : details) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+std::string_view ToString(AnomalySeverity severity) {
+  for (const auto& [value, name] : kSeverityNames) {
+    if (value == severity) return name;
+  }
+  return "unknown";
+}
+
+std::string_view ToString(AnomalyType type) {
+  for (const auto& [value, name] : kTypeNames) {
+    if (value == type) return name;
+  }
+  return "unknown";
+}
+
+bool ParseAnomalySeverity(std::string_view text, AnomalySeverity* out) {
+  for (const auto& [value, name] : kSeverityNames) {
+    if (name == text) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ParseAnomalyType(std::string_view text, AnomalyType* out) {
+  for (const auto& [value, name] : kTypeNames) {
+    if (name == text) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+const LayerTrace* TraceRecord::FindLayer(std::string_view full_name) const {
+  for (const LayerTrace& layer : layers) {
+    if (layer.full_name == full_name) return &layer;
+  }
+  return nullptr;
+}
+
+}  // namespace tracetorch
