@@ -1,0 +1,768 @@
+#include "client/daemon_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "client/wire.h"
+
+namespace tracetorch::client {
+namespace {
+
+// Bumped in the child after every fork(); a client created in generation g is inert when the
+// current generation differs.
+std::atomic<uint64_t> g_fork_generation{0};
+
+void OnForkChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t ForkGeneration() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
+  return g_fork_generation.load(std::memory_order_relaxed);
+}
+
+constexpr absl::Duration kPollSlice = absl::Milliseconds(50);
+constexpr size_t kLayersPerTableFrame = 4096;
+
+std::string ErrnoText(absl::string_view what, int err) {
+  return absl::StrCat(what, ": ", std::strerror(err));
+}
+
+int PollTimeoutMs(absl::Time deadline) {
+  absl::Duration left = std::min(deadline - absl::Now(), kPollSlice);
+  if (left < absl::ZeroDuration()) return 0;
+  return static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
+}
+
+// Exponential backoff, jittered +/-25%, capped.
+class Backoff {
+ public:
+  Backoff(absl::Duration initial, absl::Duration max)
+      : initial_(initial),
+        max_(max),
+        current_(initial),
+        state_(static_cast<uint64_t>(absl::GetCurrentTimeNanos()) ^
+               (static_cast<uint64_t>(getpid()) << 32) ^ 0x9e3779b97f4a7c15ull) {}
+  absl::Duration Next() {
+    state_ ^= state_ << 13;
+    state_ ^= state_ >> 7;
+    state_ ^= state_ << 17;
+    const double jitter = 0.75 + 0.5 * static_cast<double>(state_ % 1000) / 1000.0;
+    absl::Duration out = current_ * jitter;
+    current_ = std::min(current_ * 2, max_);
+    return out;
+  }
+  void Reset() { current_ = initial_; }
+
+ private:
+  const absl::Duration initial_;
+  const absl::Duration max_;
+  absl::Duration current_;
+  uint64_t state_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> ParseDaemonAddress(std::string_view address_in) {
+  const absl::string_view address(address_in.data(), address_in.size());
+  absl::string_view path = address;
+  if (absl::StartsWith(path, "unix://")) {
+    path.remove_prefix(7);
+  } else if (absl::StartsWith(path, "unix:")) {
+    path.remove_prefix(5);
+  } else if (absl::StrContains(path, "://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported daemon address \"", address,
+                     "\": tracetorchd ingest listens on a Unix socket (PATH or unix://PATH)"));
+  }
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("empty daemon socket path in address \"", address, "\""));
+  }
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("daemon socket path is ", path.size(),
+                                                   " bytes; a Unix socket path holds at most ",
+                                                   sizeof(sockaddr_un::sun_path) - 1));
+  }
+  return std::string(path);
+}
+
+std::string DefaultDaemonAddress() {
+  if (const char* env = std::getenv("TRACETORCH_DAEMON"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
+    return absl::StrCat(xdg, "/tracetorch/tracetorchd.sock");
+  }
+  return "/run/tracetorch/tracetorchd.sock";
+}
+
+// ---- Impl ---------------------------------------------------------------------------------------
+
+class DaemonClient::Impl {
+ public:
+  Impl(DaemonClientOptions options, std::string socket_path)
+      : options_(std::move(options)), socket_path_(std::move(socket_path)) {}
+
+  ~Impl() {
+    if (thread_.joinable()) thread_.join();
+    CloseSocket();
+  }
+
+  absl::Status Start() {
+    // The sender thread takes no signals: they belong to the host program's threads.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    absl::Status status;
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::exception& e) {
+      status = absl::InternalError(
+          absl::StrCat("cannot start the tracetorch sender thread: ", e.what()));
+    }
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return status;
+  }
+
+  void DeclareLayers(absl::Span<const LayerDecl> layers) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    for (const LayerDecl& l : layers) {
+      if (layer_ids_.insert(l.id).second) layers_.push_back(l);
+    }
+  }
+
+  bool EnqueueForward(ForwardEvent&& event) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!AcceptLocked()) return false;
+    forward_.push_back(std::move(event));
+    return true;
+  }
+
+  bool EnqueueBackward(const BackwardEvent& event) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!AcceptLocked()) return false;
+    backward_.push_back(event);
+    return true;
+  }
+
+  void SetNanOrigin(const NanOrigin& origin) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    nan_origin_ = origin;
+  }
+
+  void SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    total_time_ms_ = total_time_ms;
+    hook_errors_ = hook_errors;
+  }
+
+  absl::Status Flush(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return absl::FailedPreconditionError("the tracetorchd client is closed");
+    const uint64_t target = accepted_;
+    flush_target_ = std::max(flush_target_, target);
+    auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= target; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "flush: ", accepted_ - finished_, " events not yet written to tracetorchd at ",
+          socket_path_, connected_ ? "" : " (not connected)"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WaitUntilConnected(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!mu_.AwaitWithTimeout(absl::Condition(&connected_), timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat("not connected to tracetorchd at ",
+                                                      socket_path_, last_error_.empty() ? "" : ": ",
+                                                      last_error_));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Close(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closing_)
+        return absl::FailedPreconditionError("the tracetorchd client is already closed");
+      closing_ = true;
+      close_deadline_ = absl::Now() + wait;
+    }
+    if (!sender_done_.WaitForNotificationWithTimeout(wait + kPollSlice)) {
+      abort_io_.store(true, std::memory_order_relaxed);
+    }
+    if (thread_.joinable()) thread_.join();
+    absl::MutexLock lock(&mu_);
+    return close_status_;
+  }
+
+  std::string session_id() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return session_id_;
+  }
+
+  DaemonClientStats stats() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    DaemonClientStats s = stats_;
+    s.connected = connected_;
+    s.last_error = last_error_;
+    return s;
+  }
+
+  bool closed() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return closing_;
+  }
+
+ private:
+  bool AcceptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (closing_ || forward_.size() + backward_.size() >= options_.queue_capacity) {
+      ++stats_.dropped_events;
+      return false;
+    }
+    ++accepted_;
+    ++stats_.enqueued_events;
+    return true;
+  }
+
+  // ---- Sender thread ----
+
+  void Run() {
+    Backoff backoff(options_.initial_backoff, options_.max_backoff);
+    absl::Time last_write = absl::Now();
+    while (true) {
+      try {
+        if (!Step(backoff, &last_write)) break;
+      } catch (const std::exception& e) {
+        // Never let an exception escape into the host process; back off and carry on.
+        Disconnect(absl::StrCat("sender error: ", e.what()));
+        absl::SleepFor(options_.initial_backoff);
+      } catch (...) {
+        Disconnect("sender error");
+        absl::SleepFor(options_.initial_backoff);
+      }
+    }
+    CloseSocket();
+    sender_done_.Notify();
+  }
+
+  // One round of the sender loop; false when the sender should exit.
+  bool Step(Backoff& backoff, absl::Time* last_write) {
+    bool closing;
+    absl::Time deadline;
+    {
+      absl::MutexLock lock(&mu_);
+      closing = closing_;
+      deadline = close_deadline_;
+    }
+    if (closing && (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed))) {
+      FinishClose(/*end_sent=*/false);
+      return false;
+    }
+
+    if (fd_ < 0) {
+      absl::Status s =
+          Connect(closing ? std::min(deadline, absl::Now() + options_.handshake_timeout)
+                          : absl::Now() + options_.handshake_timeout);
+      if (!s.ok()) {
+        absl::MutexLock lock(&mu_);
+        ++stats_.connect_failures;
+        last_error_ = std::string(s.message());
+        const absl::Duration wait =
+            closing ? std::min(backoff.Next(), deadline - absl::Now()) : backoff.Next();
+        // Wakes early when Close() is called.
+        auto woken = [this, closing]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closing_ != closing; };
+        mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
+        return true;
+      }
+      backoff.Reset();
+      *last_write = absl::Now();
+    }
+
+    // Wait for something to send: a full batch, a flush, Close(), or the flush interval.
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closing_ || forward_.size() + backward_.size() >= options_.max_batch_events ||
+               flush_target_ > taken_;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.flush_interval);
+      std::swap(forward_, send_forward_);
+      std::swap(backward_, send_backward_);
+      taken_ += send_forward_.size() + send_backward_.size();
+      if (layers_sent_ < layers_.size()) {
+        send_layers_.assign(layers_.begin() + static_cast<ptrdiff_t>(layers_sent_), layers_.end());
+        layers_sent_ = layers_.size();
+      }
+      if (nan_origin_.has_value()) {
+        send_nan_origin_ = std::move(nan_origin_);
+        nan_origin_.reset();
+      }
+      closing = closing_;
+      deadline = close_deadline_;
+    }
+
+    const absl::Time write_deadline = closing ? deadline : absl::Now() + options_.io_timeout;
+    const bool had_events = !send_forward_.empty() || !send_backward_.empty();
+    if (!send_layers_.empty() || had_events || send_nan_origin_.has_value()) {
+      SendTaken(write_deadline);
+      *last_write = absl::Now();
+    } else if (fd_ >= 0 && absl::Now() - *last_write >= options_.heartbeat_interval) {
+      out_.clear();
+      uint64_t dropped;
+      {
+        absl::MutexLock lock(&mu_);
+        dropped = stats_.dropped_events;
+      }
+      wire::AppendHeartbeatFrame(absl::GetCurrentTimeNanos(), dropped, &out_);
+      if (absl::Status s = WriteAll(out_, write_deadline); !s.ok()) Disconnect(s.message());
+      *last_write = absl::Now();
+    }
+    if (fd_ >= 0) ReadIncoming();
+
+    if (closing) {
+      bool empty;
+      {
+        absl::MutexLock lock(&mu_);
+        empty = forward_.empty() && backward_.empty() && layers_sent_ == layers_.size();
+      }
+      if (empty && fd_ >= 0) {
+        FinishClose(/*end_sent=*/SendEnd(deadline));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Encodes and writes the taken layers and events; on failure they count as dropped.
+  void SendTaken(absl::Time deadline) {
+    const uint64_t events = send_forward_.size() + send_backward_.size();
+    uint64_t oversized = 0;
+    uint64_t batches = 0;
+    out_.clear();
+    for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
+      const size_t n = std::min(kLayersPerTableFrame, send_layers_.size() - i);
+      wire::AppendLayerTableFrame(absl::MakeConstSpan(send_layers_).subspan(i, n), &out_);
+    }
+    uint64_t dropped;
+    {
+      absl::MutexLock lock(&mu_);
+      dropped = stats_.dropped_events;
+    }
+    absl::Span<const ForwardEvent> fwd(send_forward_);
+    absl::Span<const BackwardEvent> bwd(send_backward_);
+    bool first = true;
+    while (!fwd.empty() || !bwd.empty() || (first && send_nan_origin_.has_value())) {
+      wire::BatchFields fields;
+      fields.sequence = ++sequence_;
+      fields.dropped_events = dropped;
+      fields.nan_origin = first && send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
+      first = false;
+      // Bound events per frame by max_batch_events as well as by bytes.
+      const size_t f_take = std::min(fwd.size(), options_.max_batch_events);
+      const size_t b_take = std::min(bwd.size(), options_.max_batch_events - f_take);
+      wire::BatchResult r = wire::AppendEventBatchFrame(
+          fields, fwd.first(f_take), bwd.first(b_take), options_.max_frame_bytes, &out_);
+      oversized += r.forward_oversized;
+      fwd.remove_prefix(r.forward_used);
+      bwd.remove_prefix(r.backward_used);
+      ++batches;
+      if (r.forward_used == 0 && r.backward_used == 0) break;  // Cannot happen; never spin.
+    }
+    send_layers_.clear();
+    send_nan_origin_.reset();
+    send_forward_.clear();
+    send_backward_.clear();
+
+    absl::Status s = fd_ >= 0 ? WriteAll(out_, deadline)
+                              : absl::UnavailableError("not connected to tracetorchd");
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ += events;
+      if (s.ok()) {
+        stats_.sent_events += events - oversized;
+        stats_.dropped_events += oversized;
+        stats_.batches_sent += batches;
+        stats_.bytes_sent += out_.size();
+      } else {
+        stats_.dropped_events += events;
+      }
+    }
+    if (!s.ok()) Disconnect(s.message());
+  }
+
+  bool SendEnd(absl::Time deadline) {
+    out_.clear();
+    std::optional<double> total;
+    uint64_t dropped, hook_errors;
+    {
+      absl::MutexLock lock(&mu_);
+      total = total_time_ms_;
+      dropped = stats_.dropped_events;
+      hook_errors = hook_errors_;
+    }
+    wire::AppendEndFrame(total, dropped, hook_errors, &out_);
+    absl::Status s = WriteAll(out_, deadline);
+    if (!s.ok()) {
+      Disconnect(s.message());
+      return false;
+    }
+    shutdown(fd_, SHUT_WR);
+    return true;
+  }
+
+  // Drops whatever is still queued (counted) and records Close()'s result.
+  void FinishClose(bool end_sent) {
+    absl::MutexLock lock(&mu_);
+    const uint64_t left = forward_.size() + backward_.size();
+    stats_.dropped_events += left;
+    finished_ += left;
+    taken_ += left;
+    forward_.clear();
+    backward_.clear();
+    if (end_sent) {
+      close_status_ = absl::OkStatus();
+    } else {
+      close_status_ = absl::DeadlineExceededError(
+          absl::StrCat("tracetorchd at ", socket_path_, " did not take the session's end in time; ",
+                       left, " queued events dropped", last_error_.empty() ? "" : " (", last_error_,
+                       last_error_.empty() ? "" : ")"));
+    }
+    connected_ = false;
+  }
+
+  absl::Status Connect(absl::Time deadline) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return absl::UnavailableError(ErrnoText("socket", errno));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, socket_path_.data(), socket_path_.size());
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      const int err = errno;
+      if (err != EINPROGRESS && err != EAGAIN) {
+        close(fd);
+        return absl::UnavailableError(
+            ErrnoText(absl::StrCat("connect to tracetorchd at ", socket_path_), err));
+      }
+      pollfd p{fd, POLLOUT, 0};
+      while (poll(&p, 1, PollTimeoutMs(deadline)) == 0) {
+        if (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed)) {
+          close(fd);
+          return absl::UnavailableError(
+              absl::StrCat("connect to tracetorchd at ", socket_path_, ": timed out"));
+        }
+      }
+      int so_error = 0;
+      socklen_t len = sizeof(so_error);
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+      if (so_error != 0) {
+        close(fd);
+        return absl::UnavailableError(
+            ErrnoText(absl::StrCat("connect to tracetorchd at ", socket_path_), so_error));
+      }
+    }
+    fd_ = fd;
+    inbox_.clear();
+
+    // Hello and the full layer table, then wait for the Welcome.
+    std::vector<LayerDecl> layers;
+    wire::HelloFields hello;
+    std::string resume;
+    {
+      absl::MutexLock lock(&mu_);
+      layers = layers_;
+      layers_sent_ = layers_.size();
+      resume = session_id_;
+      hello.dropped_events = stats_.dropped_events;
+      hello.sent_events = stats_.sent_events;
+    }
+    hello.identity = &options_.identity;
+    hello.resume_session_id = resume;
+    out_.clear();
+    wire::AppendHelloFrame(hello, &out_);
+    for (size_t i = 0; i < layers.size(); i += kLayersPerTableFrame) {
+      const size_t n = std::min(kLayersPerTableFrame, layers.size() - i);
+      wire::AppendLayerTableFrame(absl::MakeConstSpan(layers).subspan(i, n), &out_);
+    }
+    absl::Status s = WriteAll(out_, deadline);
+    if (s.ok()) s = AwaitWelcome(deadline);
+    if (!s.ok()) {
+      CloseSocket();
+      absl::MutexLock lock(&mu_);
+      layers_sent_ = 0;  // Re-sent in full with the next Hello.
+      return s;
+    }
+    absl::MutexLock lock(&mu_);
+    connected_ = true;
+    ++stats_.connects;
+    last_error_.clear();
+    return absl::OkStatus();
+  }
+
+  absl::Status AwaitWelcome(absl::Time deadline) {
+    while (true) {
+      absl::StatusOr<std::optional<wire::DaemonReply>> reply = NextReply();
+      if (!reply.ok()) return reply.status();
+      if (reply->has_value()) {
+        const wire::DaemonReply& r = **reply;
+        if (r.kind == wire::DaemonReply::Kind::kWelcome) {
+          absl::MutexLock lock(&mu_);
+          session_id_ = r.session_id;
+          return absl::OkStatus();
+        }
+        if (r.kind == wire::DaemonReply::Kind::kError) {
+          absl::MutexLock lock(&mu_);
+          ++stats_.daemon_errors;
+          return absl::Status(static_cast<absl::StatusCode>(r.code),
+                              absl::StrCat("tracetorchd refused the session: ", r.message));
+        }
+        continue;
+      }
+      if (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed)) {
+        return absl::UnavailableError("tracetorchd did not answer the Hello in time");
+      }
+      pollfd p{fd_, POLLIN, 0};
+      poll(&p, 1, PollTimeoutMs(deadline));
+    }
+  }
+
+  // Reads what is available without blocking; returns the next complete reply, nullopt when none
+  // is complete yet, or an error when the connection ended or sent garbage.
+  absl::StatusOr<std::optional<wire::DaemonReply>> NextReply() {
+    char buf[4096];
+    while (true) {
+      const ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+      if (n > 0) {
+        inbox_.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n == 0) {
+        if (!inbox_.empty() && HasFrame()) break;
+        return absl::UnavailableError("tracetorchd closed the connection");
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return absl::UnavailableError(ErrnoText("recv from tracetorchd", errno));
+    }
+    if (!HasFrame()) return std::optional<wire::DaemonReply>();
+    const uint32_t len = wire::GetFrameHeader(inbox_.data());
+    absl::StatusOr<wire::DaemonReply> reply =
+        wire::ParseDaemonReply(std::string_view(inbox_).substr(wire::kFrameHeaderBytes, len));
+    inbox_.erase(0, wire::kFrameHeaderBytes + len);
+    if (!reply.ok()) return reply.status();
+    return std::optional<wire::DaemonReply>(*std::move(reply));
+  }
+
+  bool HasFrame() const {
+    if (inbox_.size() < wire::kFrameHeaderBytes) return false;
+    return inbox_.size() - wire::kFrameHeaderBytes >= wire::GetFrameHeader(inbox_.data());
+  }
+
+  // Handles IngestErrors the daemon sent since the handshake.
+  void ReadIncoming() {
+    while (fd_ >= 0) {
+      absl::StatusOr<std::optional<wire::DaemonReply>> reply = NextReply();
+      if (!reply.ok()) {
+        Disconnect(reply.status().message());
+        return;
+      }
+      if (!reply->has_value()) return;
+      if ((*reply)->kind == wire::DaemonReply::Kind::kError) {
+        {
+          absl::MutexLock lock(&mu_);
+          ++stats_.daemon_errors;
+          last_error_ = absl::StrCat("tracetorchd: ", (*reply)->message);
+        }
+        if ((*reply)->fatal) {
+          Disconnect(absl::StrCat("tracetorchd closed the session: ", (*reply)->message));
+          return;
+        }
+      }
+    }
+  }
+
+  absl::Status WriteAll(std::string_view data, absl::Time deadline) {
+    while (!data.empty()) {
+      const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        data.remove_prefix(static_cast<size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        if (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed)) {
+          return absl::DeadlineExceededError("write to tracetorchd timed out");
+        }
+        pollfd p{fd_, POLLOUT, 0};
+        poll(&p, 1, PollTimeoutMs(deadline));
+        continue;
+      }
+      return absl::UnavailableError(ErrnoText("write to tracetorchd", errno));
+    }
+    return absl::OkStatus();
+  }
+
+  void Disconnect(absl::string_view reason) {
+    CloseSocket();
+    absl::MutexLock lock(&mu_);
+    connected_ = false;
+    layers_sent_ = 0;
+    last_error_ = std::string(reason);
+  }
+
+  void CloseSocket() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+  const DaemonClientOptions options_;
+  const std::string socket_path_;
+
+  // Owned by the sender thread only.
+  int fd_ = -1;
+  uint64_t sequence_ = 0;
+  std::string out_;    // Encoded frames.
+  std::string inbox_;  // Bytes from the daemon not yet parsed.
+  std::vector<ForwardEvent> send_forward_;
+  std::vector<BackwardEvent> send_backward_;
+  std::vector<LayerDecl> send_layers_;
+  std::optional<NanOrigin> send_nan_origin_;
+  std::thread thread_;
+  absl::Notification sender_done_;
+  std::atomic<bool> abort_io_{false};
+
+  mutable absl::Mutex mu_;
+  std::vector<ForwardEvent> forward_ ABSL_GUARDED_BY(mu_);
+  std::vector<BackwardEvent> backward_ ABSL_GUARDED_BY(mu_);
+  std::vector<LayerDecl> layers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint32_t> layer_ids_ ABSL_GUARDED_BY(mu_);
+  size_t layers_sent_ ABSL_GUARDED_BY(mu_) = 0;  // Prefix of layers_ sent on this connection.
+  std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
+  std::optional<double> total_time_ms_ ABSL_GUARDED_BY(mu_);
+  uint64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t accepted_ ABSL_GUARDED_BY(mu_) = 0;  // Events accepted into the queue, ever.
+  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;     // ...taken by the sender.
+  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // ...written or dropped.
+  uint64_t flush_target_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time close_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Status close_status_ ABSL_GUARDED_BY(mu_);
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  std::string session_id_ ABSL_GUARDED_BY(mu_);
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  DaemonClientStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// ---- DaemonClient
+// ---------------------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(DaemonClientOptions options) {
+  if (options.address.empty()) options.address = DefaultDaemonAddress();
+  absl::StatusOr<std::string> path = ParseDaemonAddress(options.address);
+  if (!path.ok()) return path.status();
+  if (options.queue_capacity == 0 || options.max_batch_events == 0) {
+    return absl::InvalidArgumentError("queue_capacity and max_batch_events must be positive");
+  }
+  if (options.max_frame_bytes < 1024) {
+    return absl::InvalidArgumentError("max_frame_bytes must be at least 1024");
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), *std::move(path));
+  if (absl::Status s = impl->Start(); !s.ok()) return s;
+  return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(impl)));
+}
+
+DaemonClient::DaemonClient(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)), fork_generation_(ForkGeneration()) {}
+
+DaemonClient::~DaemonClient() {
+  if (ForkGeneration() != fork_generation_) {
+    // A forked child: the sender thread does not exist here and the mutex may be held by a thread
+    // of the parent that was copied mid-call. Touch nothing; leak the copy.
+    (void)impl_.release();
+    return;
+  }
+  if (!impl_->closed()) (void)impl_->Close(absl::Seconds(1));
+}
+
+void DaemonClient::DeclareLayers(absl::Span<const LayerDecl> layers) {
+  if (ForkGeneration() != fork_generation_) return;
+  impl_->DeclareLayers(layers);
+}
+
+bool DaemonClient::EnqueueForward(ForwardEvent event) {
+  if (ForkGeneration() != fork_generation_) return false;
+  return impl_->EnqueueForward(std::move(event));
+}
+
+bool DaemonClient::EnqueueBackward(const BackwardEvent& event) {
+  if (ForkGeneration() != fork_generation_) return false;
+  return impl_->EnqueueBackward(event);
+}
+
+void DaemonClient::SetNanOrigin(const NanOrigin& origin) {
+  if (ForkGeneration() != fork_generation_) return;
+  impl_->SetNanOrigin(origin);
+}
+
+void DaemonClient::SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors) {
+  if (ForkGeneration() != fork_generation_) return;
+  impl_->SetEndInfo(total_time_ms, hook_errors);
+}
+
+absl::Status DaemonClient::Flush(absl::Duration timeout) {
+  if (ForkGeneration() != fork_generation_) {
+    return absl::FailedPreconditionError("tracetorchd client used in a forked child");
+  }
+  return impl_->Flush(timeout);
+}
+
+absl::Status DaemonClient::WaitUntilConnected(absl::Duration timeout) {
+  if (ForkGeneration() != fork_generation_) {
+    return absl::FailedPreconditionError("tracetorchd client used in a forked child");
+  }
+  return impl_->WaitUntilConnected(timeout);
+}
+
+absl::Status DaemonClient::Close(absl::Duration wait) {
+  if (ForkGeneration() != fork_generation_) {
+    return absl::FailedPreconditionError("tracetorchd client used in a forked child");
+  }
+  return impl_->Close(wait);
+}
+
+std::string DaemonClient::session_id() const {
+  if (ForkGeneration() != fork_generation_) return "";
+  return impl_->session_id();
+}
+
+DaemonClientStats DaemonClient::stats() const {
+  if (ForkGeneration() != fork_generation_) return {};
+  return impl_->stats();
+}
+
+}  // namespace tracetorch::client

@@ -1,0 +1,140 @@
+// The agent's connection to tracetorchd: a bounded queue and one background sender thread.
+//
+// Hooks call EnqueueForward/EnqueueBackward, which copy the event into a bounded in-memory queue
+// and return at once: they never touch the network and never wait for the sender. When the queue is
+// full the event is dropped and counted; the count reaches the daemon (and the trace metadata) with
+// the next batch, heartbeat or End. The sender thread connects in the background, retrying with
+// bounded, jittered exponential backoff while the daemon is absent; when a connection breaks
+// (daemon restarted) it reconnects and re-declares the session (Hello with resume_session_id and
+// the full layer table), so the daemon continues the same trace and counts the gap as dropped
+// events. Close() flushes with a bounded wait and sends End; it never hangs longer than its `wait`
+// plus one poll interval (~50 ms).
+//
+// Fork: after fork() the child's copy is inert. Every method returns at once (Enqueue* return
+// false, Close returns FailedPrecondition) without touching the parent's socket, thread or mutex
+// state; the destructor leaks the copy instead of joining a thread that does not exist in the
+// child. The parent is unaffected. (A pthread_atfork child handler bumps a generation counter; each
+// call compares it with one relaxed atomic load.)
+//
+// Thread-safe: every method may be called from any thread.
+//
+// Example:
+//   DaemonClientOptions options;
+//   options.identity = CurrentProcessIdentity();
+//   options.identity.model_name = "resnet18";
+//   absl::StatusOr<std::unique_ptr<DaemonClient>> client = DaemonClient::Create(options);
+//   if (!client.ok()) return client.status();  // Only a malformed address fails here.
+//   (*client)->DeclareLayers({{0, {"fc", "Linear", "fc", 1, 10}}});
+//   (*client)->EnqueueForward(event);          // From a hook; never blocks.
+//   (*client)->Close(absl::Seconds(1));
+#ifndef TRACETORCH_CLIENT_DAEMON_CLIENT_H_
+#define TRACETORCH_CLIENT_DAEMON_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "client/events.h"
+#include "trace/record.h"
+
+namespace tracetorch::client {
+
+// The socket path for `address`: a plain path, or "unix://PATH" (also "unix:PATH"). InvalidArgument
+// for an empty address, another scheme (e.g. "tcp://"), a relative path after "unix://" that is
+// empty, or a path too long for a Unix socket (107 bytes).
+absl::StatusOr<std::string> ParseDaemonAddress(std::string_view address);
+
+// $TRACETORCH_DAEMON when set; else $XDG_RUNTIME_DIR/tracetorch/tracetorchd.sock when
+// XDG_RUNTIME_DIR is set; else /run/tracetorch/tracetorchd.sock (the system service's socket).
+std::string DefaultDaemonAddress();
+
+struct DaemonClientOptions {
+  std::string address;  // Empty: DefaultDaemonAddress().
+  ProcessIdentity identity;
+
+  size_t queue_capacity = 1 << 16;  // Events (forward + backward) waiting to be sent.
+  size_t max_batch_events = 8192;   // Events per EventBatch frame.
+  absl::Duration flush_interval = absl::Milliseconds(20);   // Longest an event waits to be sent.
+  absl::Duration heartbeat_interval = absl::Seconds(1);     // While idle.
+  absl::Duration initial_backoff = absl::Milliseconds(20);  // Reconnect backoff: doubles,
+  absl::Duration max_backoff = absl::Seconds(2);            // capped here, +/-25% jitter.
+  absl::Duration handshake_timeout = absl::Seconds(2);      // Hello -> Welcome.
+  absl::Duration io_timeout = absl::Seconds(5);  // A write stalled this long breaks the connection.
+  uint32_t max_frame_bytes = 16 << 20;           // Must not exceed the daemon's limit.
+};
+
+// Counters since Create(). All monotonic except `connected`.
+struct DaemonClientStats {
+  bool connected = false;
+  uint64_t enqueued_events = 0;  // Accepted into the queue.
+  uint64_t sent_events = 0;      // Written completely to a daemon connection.
+  uint64_t dropped_events = 0;   // Queue full, lost with a broken connection, or unsent at Close.
+  uint64_t batches_sent = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t connects = 0;  // Successful handshakes (the first one and every resume).
+  uint64_t connect_failures = 0;
+  uint64_t daemon_errors = 0;  // IngestErrors received.
+  std::string last_error;      // Latest connection or daemon error, for diagnostics.
+};
+
+class DaemonClient {
+ public:
+  // Validates the options and starts the sender thread, which connects in the background: Create
+  // does not wait for the daemon and succeeds when it is absent. InvalidArgument for a malformed
+  // address or a zero queue_capacity / max_batch_events; Internal if the thread cannot start.
+  static absl::StatusOr<std::unique_ptr<DaemonClient>> Create(DaemonClientOptions options);
+
+  // Close(absl::Seconds(1)) unless already closed. In a forked child: leaks the copy, see above.
+  ~DaemonClient();
+  DaemonClient(const DaemonClient&) = delete;
+  DaemonClient& operator=(const DaemonClient&) = delete;
+
+  // Declares layers (new ids; an id declared again is ignored). Sent before any event queued after
+  // this call; re-sent in full after a reconnect.
+  void DeclareLayers(absl::Span<const LayerDecl> layers);
+
+  // Queue one event. Never blocks on I/O; false when it was dropped (queue full, closed, or in a
+  // forked child).
+  bool EnqueueForward(ForwardEvent event);
+  bool EnqueueBackward(const BackwardEvent& event);
+
+  // Recorded in the next batch (once).
+  void SetNanOrigin(const NanOrigin& origin);
+  // Sent with End at Close().
+  void SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors);
+
+  // Waits until every event queued before the call was written to the daemon. DeadlineExceeded
+  // when `timeout` passes first (daemon absent or slow); FailedPrecondition after Close or in a
+  // forked child.
+  absl::Status Flush(absl::Duration timeout);
+
+  // Waits for a handshake with the daemon. DeadlineExceeded when `timeout` passes first.
+  absl::Status WaitUntilConnected(absl::Duration timeout);
+
+  // Sends what is queued, then End, then closes; waits at most `wait`. Events still queued when it
+  // gives up are counted as dropped. DeadlineExceeded when the daemon did not take everything in
+  // time (the client is closed anyway); FailedPrecondition when already closed or in a forked
+  // child.
+  absl::Status Close(absl::Duration wait = absl::Seconds(1));
+
+  // The daemon's session id once the first handshake succeeded, else empty.
+  std::string session_id() const;
+  DaemonClientStats stats() const;
+
+ private:
+  class Impl;
+  explicit DaemonClient(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+  const uint64_t fork_generation_;  // The process generation this client belongs to.
+};
+
+}  // namespace tracetorch::client
+
+#endif  // TRACETORCH_CLIENT_DAEMON_CLIENT_H_

@@ -1,0 +1,31 @@
+// Conversions between the core's TraceRecord (trace/record.h) and its wire form,
+// tracetorch.v1.TraceRecord (proto/tracetorch/v1/trace.proto). Field for field; `optional` proto
+// fields carry std::optional values, so a round trip is lossless (FromProto(ToProto(r)) == r).
+//
+// Thread-compatible: pure functions.
+#ifndef TRACETORCH_CLIENT_RECORD_PROTO_H_
+#define TRACETORCH_CLIENT_RECORD_PROTO_H_
+
+#include "trace/record.h"
+#include "tracetorch/v1/trace.pb.h"
+
+namespace tracetorch {
+
+void ToProto(const TraceRecord& record, v1::TraceRecord* out);
+TraceRecord FromProto(const v1::TraceRecord& record);
+
+void ToProto(const TraceMetadata& metadata, v1::TraceMetadata* out);
+TraceMetadata FromProto(const v1::TraceMetadata& metadata);
+
+void ToProto(const LayerTrace& layer, v1::LayerTrace* out);
+LayerTrace FromProto(const v1::LayerTrace& layer);
+
+void ToProto(const Anomaly& anomaly, v1::Anomaly* out);
+Anomaly FromProto(const v1::Anomaly& anomaly);
+
+void ToProto(const NanOrigin& origin, v1::NanOrigin* out);
+NanOrigin FromProto(const v1::NanOrigin& origin);
+
+}  // namespace tracetorch
+
+#endif  // TRACETORCH_CLIENT_RECORD_PROTO_H_

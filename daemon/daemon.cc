@@ -1,0 +1,207 @@
+#include "daemon/daemon.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/service.h"
+#include "grpcpp/grpcpp.h"
+#include "spdlog/spdlog.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+std::string EnvOr(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : std::move(fallback);
+}
+
+uint64_t RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+double CpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
+
+std::string DefaultSocketPath(bool system) {
+  if (system || geteuid() == 0) return "/run/tracetorch/tracetorchd.sock";
+  const std::string runtime = EnvOr("XDG_RUNTIME_DIR", absl::StrCat("/tmp/tracetorch-", getuid()));
+  return absl::StrCat(runtime, "/tracetorch/tracetorchd.sock");
+}
+
+std::string DefaultDataDir(bool system) {
+  if (system || geteuid() == 0) return "/var/lib/tracetorch";
+  const std::string state =
+      EnvOr("XDG_STATE_HOME", absl::StrCat(EnvOr("HOME", "/tmp"), "/.local/state"));
+  return absl::StrCat(state, "/tracetorch");
+}
+
+std::string DefaultServiceSocketPath(const std::string& socket_path) {
+  const std::filesystem::path dir = std::filesystem::path(socket_path).parent_path();
+  return (dir / "tracetorchd-rpc.sock").string();
+}
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(absl::Now()) {}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
+  if (config.socket_path.empty()) return absl::InvalidArgumentError("no socket path");
+  if (config.service_socket_path.empty()) {
+    config.service_socket_path = DefaultServiceSocketPath(config.socket_path);
+  }
+  if (config.service_socket_path == config.socket_path) {
+    return absl::InvalidArgumentError("the service socket must differ from the ingest socket");
+  }
+  if (config.snapshot_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the snapshot interval must be positive");
+  }
+  if (config.max_frame_bytes < 1024) {
+    return absl::InvalidArgumentError("the frame limit must be at least 1024 bytes");
+  }
+  config.sessions.data_dir = config.data_dir;
+  std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
+  const DaemonConfig& c = d->config_;
+
+  absl::StatusOr<std::unique_ptr<SessionManager>> manager =
+      SessionManager::Create(c.sessions, &d->counters_);
+  if (!manager.ok()) return manager.status();
+  d->manager_ = *std::move(manager);
+
+  // Claim the ingest path first: it is how a second instance is detected (gRPC would silently
+  // unlink and steal its socket).
+  IngestServerOptions ingest;
+  ingest.socket_path = c.socket_path;
+  ingest.max_frame_bytes = c.max_frame_bytes;
+  ingest.max_connections = c.max_connections;
+  ingest.allowed_uids = c.allowed_uids;
+  ingest.allowed_gids = c.allowed_gids;
+  ingest.socket_group = c.socket_group;
+  if (absl::Status s = ClaimSocketPath(c.socket_path); !s.ok()) return s;
+  if (absl::Status s = ClaimSocketPath(c.service_socket_path); !s.ok()) return s;
+
+  Daemon* self = d.get();
+  d->service_ =
+      std::make_unique<TraceServiceImpl>(d->manager_.get(), [self] { return self->Stats(); });
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("unix:", c.service_socket_path),
+                           grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  if (!c.service_tcp_address.empty()) {
+    builder.AddListeningPort(c.service_tcp_address, grpc::InsecureServerCredentials(), &tcp_port);
+  }
+  builder.RegisterService(d->service_.get());
+  d->grpc_server_ = builder.BuildAndStart();
+  if (d->grpc_server_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot start the gRPC service on ", c.service_socket_path,
+                     c.service_tcp_address.empty() ? "" : " / ", c.service_tcp_address));
+  }
+  if (!c.service_tcp_address.empty() && tcp_port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", c.service_tcp_address));
+  }
+  chmod(c.service_socket_path.c_str(), 0660);
+  if (c.socket_group.has_value()) {
+    (void)!chown(c.service_socket_path.c_str(), static_cast<uid_t>(-1), *c.socket_group);
+  }
+
+  absl::StatusOr<std::unique_ptr<IngestServer>> server =
+      IngestServer::Start(std::move(ingest), d->manager_.get(), &d->counters_, &d->log_);
+  if (!server.ok()) return server.status();
+  d->ingest_ = *std::move(server);
+  {
+    absl::MutexLock lock(&d->mu_);
+    d->rate_time_ = absl::Now();
+  }
+  d->housekeeping_ = std::thread([self] { self->Housekeeping(); });
+  spdlog::info("tracetorchd serving agents on {}, TraceService on {}{}; data in {}", c.socket_path,
+               c.service_socket_path,
+               c.service_tcp_address.empty() ? "" : absl::StrCat(" and ", c.service_tcp_address),
+               c.data_dir.empty() ? "(memory only)" : c.data_dir);
+  return d;
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+void Daemon::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  stop_.Notify();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  if (ingest_ != nullptr) ingest_->Shutdown();
+  if (grpc_server_ != nullptr) {
+    grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    grpc_server_->Wait();
+    unlink(config_.service_socket_path.c_str());
+  }
+  if (manager_ != nullptr) manager_->Shutdown();
+  spdlog::info("tracetorchd stopped");
+}
+
+void Daemon::Housekeeping() {
+  absl::Time next_snapshot = absl::Now() + config_.snapshot_interval;
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(250))) {
+    const absl::Time now = absl::Now();
+    {
+      absl::MutexLock lock(&mu_);
+      if (now - rate_time_ >= absl::Seconds(1)) {
+        const uint64_t events = counters_.events_total.load(std::memory_order_relaxed);
+        events_per_second_ =
+            static_cast<double>(events - rate_events_) / absl::ToDoubleSeconds(now - rate_time_);
+        rate_events_ = events;
+        rate_time_ = now;
+      }
+    }
+    if (now >= next_snapshot) {
+      manager_->WriteDueSnapshots();
+      next_snapshot = now + config_.snapshot_interval;
+    }
+  }
+}
+
+v1::DaemonStats Daemon::Stats() const {
+  v1::DaemonStats s;
+  const SessionManager::Totals t = manager_->totals();
+  auto load = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  s.set_connections(load(counters_.connections_open));
+  s.set_live_sessions(t.live);
+  s.set_events_total(load(counters_.events_total));
+  {
+    absl::MutexLock lock(&mu_);
+    s.set_events_per_second(events_per_second_);
+  }
+  s.set_dropped_events(t.dropped_events);
+  s.set_rejected_frames(load(counters_.rejected_frames));
+  s.set_watchers(0);
+  s.set_sessions_total(t.known);
+  s.set_sessions_in_memory(t.in_memory);
+  s.set_sessions_evicted(load(counters_.sessions_evicted));
+  s.set_rejected_events(load(counters_.rejected_events));
+  s.set_rejected_connections(load(counters_.rejected_connections));
+  s.set_limit_hits(load(counters_.limit_hits));
+  s.set_snapshots_written(load(counters_.snapshots_written));
+  s.set_snapshot_errors(load(counters_.snapshot_errors));
+  s.set_bytes_received(load(counters_.bytes_received));
+  s.set_cpu_seconds(CpuSeconds());
+  s.set_rss_bytes(RssBytes());
+  s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
+  return s;
+}
+
+}  // namespace tracetorch::daemon

@@ -1,0 +1,454 @@
+#include "daemon/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "client/codes.h"
+#include "client/record_proto.h"
+#include "trace/json.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+TensorInfo TensorFromWire(const v1::TensorEvent& t) {
+  TensorInfo out;
+  out.shape.assign(t.shape().begin(), t.shape().end());
+  out.dtype = std::string(client::DtypeName(t.dtype()));
+  out.device = client::DeviceName(t.device());
+  if (t.has_stats()) {
+    const v1::TensorStats& s = t.stats();
+    TensorStats st;
+    if (s.has_mean()) st.mean = s.mean();
+    if (s.has_std()) st.std = s.std();
+    if (s.has_min()) st.min = s.min();
+    if (s.has_max()) st.max = s.max();
+    st.nan_count = s.nan_count();
+    st.inf_count = s.inf_count();
+    out.stats = st;
+  }
+  return out;
+}
+
+template <typename T>
+std::optional<T> Opt(bool has, T value) {
+  return has ? std::optional<T>(value) : std::nullopt;
+}
+
+TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
+  TraceMetadata m;
+  m.model_name = id.model_name();
+  m.pytorch_version = id.torch_version();
+  m.python_version = id.python_version();
+  m.platform = id.platform();
+  m.cuda_available = id.cuda_available();
+  if (!id.cuda_version().empty()) m.cuda_version = id.cuda_version();
+  if (!id.active_device().empty()) m.active_device = id.active_device();
+  return m;
+}
+
+void SetExtra(TraceMetadata& m, const std::string& key, std::string json) {
+  for (auto& [k, v] : m.extra) {
+    if (k == key) {
+      v = std::move(json);
+      return;
+    }
+  }
+  m.extra.emplace_back(key, std::move(json));
+}
+
+std::optional<double> MinOpt(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::min(*a, *b);
+}
+std::optional<double> MaxOpt(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::max(*a, *b);
+}
+std::optional<double> WeightedMean(std::optional<double> a, int64_t na, std::optional<double> b,
+                                   int64_t nb) {
+  if (!a || na <= 0) return b;
+  if (!b || nb <= 0) return a;
+  return (*a * static_cast<double>(na) + *b * static_cast<double>(nb)) /
+         static_cast<double>(na + nb);
+}
+
+LayerTrace MergeLayer(const LayerTrace& a, const LayerTrace& b) {
+  LayerTrace out = a;
+  if (b.forward_count > 0) {
+    out.inputs = b.inputs;
+    out.outputs = b.outputs;
+    out.latency_ms = b.latency_ms;
+    out.latency_ms_min = MinOpt(a.latency_ms_min, b.latency_ms_min);
+    out.latency_ms_max = MaxOpt(a.latency_ms_max, b.latency_ms_max);
+    out.latency_ms_mean =
+        WeightedMean(a.latency_ms_mean, a.forward_count, b.latency_ms_mean, b.forward_count);
+    out.fwd_mem_alloc_delta = b.fwd_mem_alloc_delta;
+    out.fwd_mem_reserved_delta = b.fwd_mem_reserved_delta;
+  }
+  out.forward_count = a.forward_count + b.forward_count;
+  out.has_nan = a.has_nan || b.has_nan;
+  out.has_inf = a.has_inf || b.has_inf;
+  if (b.backward_count > 0) {
+    out.grad_norm = b.grad_norm;
+    out.grad_mean = b.grad_mean;
+    out.grad_in_norm = b.grad_in_norm;
+    out.grad_in_mean = b.grad_in_mean;
+    out.bwd_latency_ms = b.bwd_latency_ms;
+    out.bwd_latency_ms_min = MinOpt(a.bwd_latency_ms_min, b.bwd_latency_ms_min);
+    out.bwd_latency_ms_max = MaxOpt(a.bwd_latency_ms_max, b.bwd_latency_ms_max);
+    out.bwd_latency_ms_mean = WeightedMean(a.bwd_latency_ms_mean, a.backward_count,
+                                           b.bwd_latency_ms_mean, b.backward_count);
+    out.bwd_mem_alloc_delta = b.bwd_mem_alloc_delta;
+    out.bwd_mem_reserved_delta = b.bwd_mem_reserved_delta;
+  }
+  out.backward_count = a.backward_count + b.backward_count;
+  out.grad_has_nan = a.grad_has_nan || b.grad_has_nan;
+  out.has_zero_grad = a.has_zero_grad || b.has_zero_grad;
+  out.grad_in_has_nan = a.grad_in_has_nan || b.grad_in_has_nan;
+  return out;
+}
+
+}  // namespace
+
+std::string_view ToString(SessionState state) {
+  switch (state) {
+    case SessionState::kLive:
+      return "live";
+    case SessionState::kFinished:
+      return "finished";
+    case SessionState::kAborted:
+      return "aborted";
+  }
+  return "unknown";
+}
+
+TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after) {
+  TraceRecord out;
+  out.metadata = after.metadata;
+  if (!out.metadata.nan_origin) out.metadata.nan_origin = before.metadata.nan_origin;
+  if (!out.metadata.total_time_ms) out.metadata.total_time_ms = before.metadata.total_time_ms;
+  absl::flat_hash_map<std::string_view, const LayerTrace*> after_by_name;
+  for (const LayerTrace& l : after.layers) after_by_name[l.full_name] = &l;
+  absl::flat_hash_map<std::string_view, bool> seen;
+  out.layers.reserve(before.layers.size() + after.layers.size());
+  for (const LayerTrace& l : before.layers) {
+    auto it = after_by_name.find(l.full_name);
+    out.layers.push_back(it == after_by_name.end() ? l : MergeLayer(l, *it->second));
+    seen[l.full_name] = true;
+  }
+  for (const LayerTrace& l : after.layers) {
+    if (!seen.contains(l.full_name)) out.layers.push_back(l);
+  }
+  return out;
+}
+
+Session::Session(std::string id, const v1::Hello& hello, PeerCredentials peer, absl::Time started,
+                 SessionLimits limits, Thresholds thresholds, std::optional<Restored> restored)
+    : id_(std::move(id)),
+      started_(started),
+      limits_(limits),
+      thresholds_(thresholds),
+      restored_(std::move(restored)),
+      aggregator_(MetadataFromIdentity(hello.identity())),
+      identity_(hello.identity()),
+      peer_(peer) {
+  client_dropped_ = hello.dropped_events();
+  if (restored_.has_value()) {
+    const v1::SessionInfo& info = restored_->entry.info();
+    events_ = info.events();
+    rejected_events_ = info.rejected_events();
+    lost_events_ = restored_->entry.lost_events();
+    client_dropped_ = std::max(client_dropped_, restored_->entry.client_dropped_events());
+    // Everything the agent wrote that we do not hold is lost in transit.
+    const uint64_t received = events_ + rejected_events_ + lost_events_;
+    if (hello.sent_events() > received) lost_events_ += hello.sent_events() - received;
+    TraceMetadata m = aggregator_.metadata();
+    if (!m.nan_origin) m.nan_origin = restored_->record.metadata.nan_origin;
+    aggregator_.SetMetadata(std::move(m));
+  }
+}
+
+absl::Status Session::DeclareLayers(const v1::LayerTable& table) {
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  for (const v1::LayerDecl& decl : table.layers()) {
+    // Ids are dense in practice; allow some slack, but never let an id size our tables.
+    const size_t id_limit = limits_.max_layers * 4;
+    if (decl.id() >= id_limit) {
+      return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id(), " (\"",
+                                                     decl.full_name(), "\") is not below ",
+                                                     id_limit, " (4 x the layer limit)"));
+    }
+    const size_t wire = decl.id();
+    const std::string& full_name = decl.full_name().empty() ? decl.name() : decl.full_name();
+    if (wire < wire_names_.size() && agg_ids_[wire] >= 0) {
+      if (wire_names_[wire] == full_name) continue;  // Re-declared (reconnect): already known.
+      return absl::InvalidArgumentError(absl::StrCat("layer id ", wire, " re-declared as \"",
+                                                     full_name, "\"; it was \"", wire_names_[wire],
+                                                     "\""));
+    }
+    if (static_cast<size_t>(aggregator_.declared_layers()) >= limits_.max_layers) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "session ", id_, " declares more than ", limits_.max_layers, " layers (--max-layers)"));
+    }
+    LayerInfo info;
+    info.name = decl.name();
+    info.type = decl.type();
+    info.full_name = full_name;
+    info.depth = decl.depth();
+    info.params = decl.params();
+    absl::StatusOr<TraceAggregator::LayerId> id = aggregator_.DeclareLayer(info);
+    if (!id.ok()) return id.status();
+    if (wire >= agg_ids_.size()) {
+      agg_ids_.resize(wire + 1, -1);
+      wire_names_.resize(wire + 1);
+    }
+    agg_ids_[wire] = *id;
+    wire_names_[wire] = info.full_name;
+    while (history_.size() <= static_cast<size_t>(*id)) {
+      history_.emplace_back(std::max<size_t>(limits_.history_steps, 4));
+    }
+  }
+  return absl::OkStatus();
+}
+
+BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
+  BatchOutcome out;
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  client_dropped_ = std::max(client_dropped_, batch.dropped_events());
+  auto lookup = [&](uint32_t wire) -> int32_t {
+    return wire < agg_ids_.size() ? agg_ids_[wire] : -1;
+  };
+  auto reject = [&](uint32_t wire) {
+    ++out.rejected;
+    if (out.error.ok()) {
+      out.error = absl::InvalidArgumentError(
+          absl::StrCat("event for undeclared layer id ", wire, " in session ", id_));
+    }
+  };
+  for (const v1::ForwardEvent& e : batch.forward()) {
+    const int32_t id = lookup(e.layer_id());
+    if (id < 0) {
+      reject(e.layer_id());
+      continue;
+    }
+    ForwardSample s;
+    s.latency_ms = Opt(e.has_latency_ms(), e.latency_ms());
+    s.inputs.reserve(static_cast<size_t>(e.inputs_size()));
+    for (const v1::TensorEvent& t : e.inputs()) s.inputs.push_back(TensorFromWire(t));
+    s.outputs.reserve(static_cast<size_t>(e.outputs_size()));
+    bool non_finite = false;
+    for (const v1::TensorEvent& t : e.outputs()) {
+      non_finite = non_finite || t.stats().nan_count() > 0 || t.stats().inf_count() > 0;
+      s.outputs.push_back(TensorFromWire(t));
+    }
+    s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
+    s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());
+    std::optional<double> out_std;
+    if (e.outputs_size() > 0 && e.outputs(0).stats().has_std())
+      out_std = e.outputs(0).stats().std();
+    history_[static_cast<size_t>(id)].RecordForward(e.step(), s.latency_ms, out_std, non_finite);
+    if (absl::Status st = aggregator_.AddForward(id, std::move(s)); !st.ok()) {
+      reject(e.layer_id());
+      continue;
+    }
+    ++out.accepted;
+  }
+  for (const v1::BackwardEvent& e : batch.backward()) {
+    const int32_t id = lookup(e.layer_id());
+    if (id < 0) {
+      reject(e.layer_id());
+      continue;
+    }
+    BackwardSample s;
+    s.latency_ms = Opt(e.has_latency_ms(), e.latency_ms());
+    s.grad_norm = Opt(e.has_grad_norm(), e.grad_norm());
+    s.grad_mean = Opt(e.has_grad_mean(), e.grad_mean());
+    s.grad_has_nan = e.grad_has_nan();
+    s.grad_all_zero = e.grad_all_zero();
+    s.grad_in_norm = Opt(e.has_grad_in_norm(), e.grad_in_norm());
+    s.grad_in_mean = Opt(e.has_grad_in_mean(), e.grad_in_mean());
+    s.grad_in_has_nan = e.grad_in_has_nan();
+    s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
+    s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());
+    history_[static_cast<size_t>(id)].RecordBackward(e.step(), s.grad_norm, s.grad_has_nan);
+    if (absl::Status st = aggregator_.AddBackward(id, s); !st.ok()) {
+      reject(e.layer_id());
+      continue;
+    }
+    ++out.accepted;
+  }
+  if (batch.has_nan_origin()) {
+    TraceMetadata m = aggregator_.metadata();
+    if (!m.nan_origin) {
+      m.nan_origin = FromProto(batch.nan_origin());
+      aggregator_.SetMetadata(std::move(m));
+    }
+  }
+  events_ += out.accepted;
+  rejected_events_ += out.rejected;
+  received_this_run_ += out.accepted + out.rejected;
+  return out;
+}
+
+void Session::Heartbeat(const v1::Heartbeat& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  if (heartbeat.dropped_events() > client_dropped_) {
+    client_dropped_ = heartbeat.dropped_events();
+    ++changes_;
+  }
+}
+
+void Session::Finish(const v1::End& end, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  client_dropped_ = std::max(client_dropped_, end.dropped_events());
+  if (end.has_total_time_ms()) {
+    TraceMetadata m = aggregator_.metadata();
+    m.total_time_ms = end.total_time_ms();
+    aggregator_.SetMetadata(std::move(m));
+  }
+  if (end.hook_errors() > 0) {
+    TraceMetadata m = aggregator_.metadata();
+    SetExtra(m, "hook_errors", absl::StrCat(end.hook_errors()));
+    aggregator_.SetMetadata(std::move(m));
+  }
+  state_ = SessionState::kFinished;
+  ended_ = now;
+}
+
+void Session::Abort(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != SessionState::kLive) return;
+  ++changes_;
+  state_ = SessionState::kAborted;
+  ended_ = now;
+}
+
+void Session::Resume(const v1::Hello& hello, PeerCredentials peer) {
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  state_ = SessionState::kLive;
+  ended_ = absl::InfinitePast();
+  peer_ = peer;
+  client_dropped_ = std::max(client_dropped_, hello.dropped_events());
+  const uint64_t accounted = events_ + rejected_events_ + lost_events_;
+  if (hello.sent_events() > accounted) lost_events_ += hello.sent_events() - accounted;
+}
+
+SessionState Session::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+int32_t Session::peer_uid() const {
+  absl::MutexLock lock(&mu_);
+  return peer_.uid;
+}
+
+uint64_t Session::DroppedLocked() const { return client_dropped_ + lost_events_; }
+
+v1::SessionInfo Session::Info() const {
+  absl::MutexLock lock(&mu_);
+  v1::SessionInfo info;
+  info.set_session_id(id_);
+  switch (state_) {
+    case SessionState::kLive:
+      info.set_state(v1::SESSION_STATE_LIVE);
+      break;
+    case SessionState::kFinished:
+      info.set_state(v1::SESSION_STATE_FINISHED);
+      break;
+    case SessionState::kAborted:
+      info.set_state(v1::SESSION_STATE_ABORTED);
+      break;
+  }
+  *info.mutable_identity() = identity_;
+  info.set_started_unix_ns(absl::ToUnixNanos(started_));
+  info.set_ended_unix_ns(state_ == SessionState::kLive ? 0 : absl::ToUnixNanos(ended_));
+  info.set_events(events_);
+  info.set_dropped_events(DroppedLocked());
+  info.set_rejected_events(rejected_events_);
+  info.set_peer_uid(peer_.uid);
+  info.set_peer_gid(peer_.gid);
+  info.set_peer_pid(peer_.pid);
+  return info;
+}
+
+v1::SessionIndexEntry Session::IndexEntry() const {
+  v1::SessionIndexEntry entry;
+  *entry.mutable_info() = Info();
+  absl::MutexLock lock(&mu_);
+  entry.set_client_dropped_events(client_dropped_);
+  entry.set_lost_events(lost_events_);
+  return entry;
+}
+
+TraceRecord Session::RecordLocked() const {
+  TraceRecord r = aggregator_.Snapshot();
+  if (restored_.has_value()) r = MergeRecords(restored_->record, r);
+  SetExtra(r.metadata, "dropped_events", absl::StrCat(DroppedLocked()));
+  std::string id_json;
+  AppendJsonString(id_, &id_json);
+  SetExtra(r.metadata, "session_id", std::move(id_json));
+  absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(r, thresholds_);
+  if (anomalies.ok()) r.warnings = *std::move(anomalies);
+  return r;
+}
+
+TraceRecord Session::Record() const {
+  absl::MutexLock lock(&mu_);
+  return RecordLocked();
+}
+
+v1::Snapshot Session::ToSnapshot() const {
+  v1::Snapshot snap;
+  *snap.mutable_session() = Info();
+  absl::MutexLock lock(&mu_);
+  ToProto(RecordLocked(), snap.mutable_record());
+  const std::vector<LayerTrace> layers = aggregator_.Snapshot().layers;
+  // History by full_name, in the record's layer order where the layer has points.
+  absl::flat_hash_map<std::string, size_t> agg_by_name;
+  for (size_t wire = 0; wire < agg_ids_.size(); ++wire) {
+    if (agg_ids_[wire] >= 0) agg_by_name[wire_names_[wire]] = static_cast<size_t>(agg_ids_[wire]);
+  }
+  for (const LayerTrace& l : layers) {
+    auto it = agg_by_name.find(l.full_name);
+    if (it == agg_by_name.end() || it->second >= history_.size()) continue;
+    const std::vector<HistoryPoint>& points = history_[it->second].points();
+    if (points.empty()) continue;
+    v1::LayerHistory* h = snap.add_history();
+    h->set_full_name(l.full_name);
+    for (const HistoryPoint& p : points) {
+      h->add_steps(p.step);
+      h->add_latency_ms(p.latency_ms);
+      h->add_output_std(p.output_std);
+      h->add_grad_norm(p.grad_norm);
+      h->add_non_finite(p.non_finite);
+    }
+  }
+  return snap;
+}
+
+absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force) {
+  absl::MutexLock write_lock(&write_mu_);
+  TraceRecord record;
+  uint64_t changes;
+  {
+    absl::MutexLock lock(&mu_);
+    changes = changes_;
+    if (!force && changes == written_changes_) return false;
+    record = RecordLocked();
+  }
+  if (absl::Status s = WriteTraceFile(path, record); !s.ok()) return s;
+  written_changes_ = changes;
+  return true;
+}
+
+}  // namespace tracetorch::daemon
