@@ -1,0 +1,290 @@
+#include "cli/commands.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "cli/filter.h"
+#include "cli/render.h"
+#include "cli/source.h"
+#include "cli/watch.h"
+#include "trace/anomaly.h"
+#include "trace/diff.h"
+#include "trace/json.h"
+
+#ifndef TRACETORCH_VERSION
+#define TRACETORCH_VERSION "unknown"
+#endif
+
+namespace tracetorch::cli {
+namespace {
+
+// Options shared by every subcommand, set on the top-level app (fallthrough lets them follow the
+// subcommand too).
+struct GlobalArgs {
+  std::string color = "auto";
+};
+
+struct FilterArgs {
+  LayerFilter filter;
+  double min_latency_ms = 0;
+  CLI::Option* min_latency_option = nullptr;
+
+  void AddTo(CLI::App* app) {
+    app->add_option(
+        "--filter", filter.name_glob,
+        "Only layers whose full name matches this glob (fnmatch; '*' also matches '.')");
+    app->add_option("--type", filter.type, "Only layers of this class (exact, e.g. Linear)");
+    min_latency_option = app->add_option("--min-latency", min_latency_ms,
+                                         "Only layers whose mean forward latency is >= MS");
+  }
+  LayerFilter Get() const {
+    LayerFilter out = filter;
+    if (min_latency_option->count() > 0) out.min_latency_ms = min_latency_ms;
+    return out;
+  }
+};
+
+struct InspectArgs {
+  std::string file;
+  FilterArgs filter;
+  bool json = false;
+  bool recompute = false;
+};
+
+struct SummaryArgs {
+  std::string file;
+  bool recompute = false;
+};
+
+struct DiffArgs {
+  std::string baseline;
+  std::string current;
+  DiffThresholds thresholds;
+  bool json = false;
+};
+
+struct WatchArgs {
+  std::string file;
+  FilterArgs filter;
+  double interval_s = 1.0;
+  bool recompute = false;
+};
+
+// Prints "tracetorch: <message>" as one line on stderr and returns kExitUsage.
+int Fail(const CliEnvironment& env, std::string message) {
+  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
+  *env.err << "tracetorch: " << message << "\n";
+  env.err->flush();
+  return kExitUsage;
+}
+
+// Replaces the stored warnings with a fresh DetectAnomalies run (default thresholds).
+absl::Status Recompute(TraceRecord* record) {
+  absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(*record);
+  if (!anomalies.ok()) return anomalies.status();
+  record->warnings = *std::move(anomalies);
+  return absl::OkStatus();
+}
+
+// Loads `path`, re-running anomaly detection if asked. The error is a DescribeLoadError line.
+absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute) {
+  absl::StatusOr<TraceRecord> record = LoadTraceFile(path);
+  if (!record.ok() || !recompute) return record;
+  if (absl::Status s = Recompute(&*record); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(path, ": anomaly detection failed: ", s.message()));
+  }
+  return record;
+}
+
+void PrintJson(std::string json, const CliEnvironment& env) {
+  if (json.empty() || json.back() != '\n') json.push_back('\n');
+  *env.out << json;
+  env.out->flush();
+}
+
+int RunInspect(const InspectArgs& args, const Style& style, const CliEnvironment& env) {
+  const LayerFilter filter = args.filter.Get();
+  if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
+  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute);
+  if (!record.ok()) return Fail(env, std::string(record.status().message()));
+  if (args.json) {
+    PrintJson(TraceToJson(ApplyFilter(*record, filter)), env);
+  } else {
+    *env.out << RenderInspect(*record, filter, style);
+    env.out->flush();
+  }
+  return kExitOk;
+}
+
+int RunSummary(const SummaryArgs& args, const Style& style, const CliEnvironment& env) {
+  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute);
+  if (!record.ok()) return Fail(env, std::string(record.status().message()));
+  *env.out << RenderSummary(*record, style);
+  env.out->flush();
+  return kExitOk;
+}
+
+int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env) {
+  if (absl::Status s = args.thresholds.Validate(); !s.ok()) {
+    return Fail(env, std::string(s.message()));  // "invalid diff thresholds: ..."
+  }
+  absl::StatusOr<TraceRecord> baseline = Load(args.baseline, /*recompute=*/false);
+  if (!baseline.ok()) return Fail(env, std::string(baseline.status().message()));
+  absl::StatusOr<TraceRecord> current = Load(args.current, /*recompute=*/false);
+  if (!current.ok()) return Fail(env, std::string(current.status().message()));
+
+  const TraceDiff diff = DiffRecords(*baseline, *current, args.thresholds);
+  if (args.json) {
+    PrintJson(DiffToJson(diff), env);
+  } else {
+    *env.out << RenderDiff(diff, style);
+    env.out->flush();
+  }
+  return diff.has_regressions() ? kExitRegressions : kExitOk;
+}
+
+// Blocks SIGINT and SIGTERM (the process is single-threaded here) and returns a Waiter that sleeps
+// in sigtimedwait(2): a pending or arriving signal ends the watch; no handler runs.
+Waiter MakeSignalWaiter() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+  return [signals](absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (true) {
+      const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
+      const timespec ts = absl::ToTimespec(left);
+      const int sig = sigtimedwait(&signals, nullptr, &ts);
+      if (sig == SIGINT || sig == SIGTERM) return false;
+      if (sig < 0 && errno == EINTR) continue;  // Another signal; keep waiting.
+      return true;                              // EAGAIN: the interval passed.
+    }
+  };
+}
+
+int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& env) {
+  const LayerFilter filter = args.filter.Get();
+  if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
+  if (!std::isfinite(args.interval_s) || args.interval_s <= 0 || args.interval_s > 86400) {
+    return Fail(env, absl::StrCat("--interval must be a number of seconds in (0, 86400], got ",
+                                  args.interval_s));
+  }
+  FileTraceSource source(args.file);
+  const bool recompute = args.recompute;
+  FrameRenderer render = [&filter, &style, recompute](const TraceRecord& record) {
+    if (!recompute) return RenderInspect(record, filter, style);
+    TraceRecord copy = record;
+    (void)Recompute(
+        &copy);  // Cannot fail with the default thresholds; keeps the stored ones if so.
+    return RenderInspect(copy, filter, style);
+  };
+  WatchOptions options{
+      .label = args.file,
+      .interval = absl::Seconds(args.interval_s),
+      .redraw_in_place = env.stdout_is_tty,
+      .style = style,
+  };
+  Watcher watcher(&source, std::move(render), std::move(options), env.out);
+  watcher.Run(env.wait ? env.wait : MakeSignalWaiter());
+  return kExitOk;
+}
+
+}  // namespace
+
+Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color) {
+  if (color == "always") return Style::Rich();
+  if (color == "never") return Style::Plain();
+  return stdout_is_tty && !no_color ? Style::Rich() : Style::Plain();
+}
+
+int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) {
+  CLI::App app("tracetorch: a forensic trace console for PyTorch models.", "tracetorch");
+  app.set_version_flag("--version", "tracetorch " TRACETORCH_VERSION);
+  app.fallthrough();
+
+  GlobalArgs global;
+  app.add_option("--color", global.color,
+                 "Colours and box drawing: auto (only on a terminal without NO_COLOR), always, "
+                 "never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+
+  InspectArgs inspect_args;
+  CLI::App* inspect = app.add_subcommand("inspect", "Show a trace: summary, layer tree, anomalies");
+  inspect->add_option("file", inspect_args.file, "Trace file (JSON)")->required();
+  inspect_args.filter.AddTo(inspect);
+  inspect->add_flag("--json", inspect_args.json,
+                    "Print the (filtered) trace as JSON: the selected layers and their anomalies");
+  inspect->add_flag("--recompute", inspect_args.recompute,
+                    "Re-run anomaly detection instead of showing the anomalies stored in the file");
+
+  SummaryArgs summary_args;
+  CLI::App* summary = app.add_subcommand("summary", "Show the model summary and anomaly counts");
+  summary->add_option("file", summary_args.file, "Trace file (JSON)")->required();
+  summary->add_flag("--recompute", summary_args.recompute,
+                    "Re-run anomaly detection instead of counting the stored anomalies");
+
+  DiffArgs diff_args;
+  CLI::App* diff = app.add_subcommand(
+      "diff", "Compare two traces; exit code 1 when a warning or critical change is found");
+  diff->add_option("baseline", diff_args.baseline, "Baseline trace file (JSON)")->required();
+  diff->add_option("current", diff_args.current, "Current trace file (JSON)")->required();
+  diff->add_option("--latency-threshold", diff_args.thresholds.latency,
+                   "Relative change of mean latency to report (default 0.10 = 10%)");
+  diff->add_option("--grad-norm-threshold", diff_args.thresholds.grad_norm,
+                   "Relative change of gradient norm to report (default 0.25)");
+  diff->add_option("--std-threshold", diff_args.thresholds.std,
+                   "Relative change of output std to report (default 0.25)");
+  diff->add_flag("--json", diff_args.json, "Print the diff as JSON");
+
+  WatchArgs watch_args;
+  CLI::App* watch =
+      app.add_subcommand("watch", "Show a trace file and redraw it whenever it changes");
+  watch->add_option("file", watch_args.file, "Trace file (JSON); may not exist yet")->required();
+  watch->add_option("--interval", watch_args.interval_s, "Seconds between checks (default 1)");
+  watch_args.filter.AddTo(watch);
+  watch->add_flag("--recompute", watch_args.recompute,
+                  "Re-run anomaly detection instead of showing the stored anomalies");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    *env.out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    *env.out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::CallForVersion& e) {
+    *env.out << e.what() << "\n";
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    std::string where = "tracetorch";
+    for (const CLI::App* sub : app.get_subcommands())
+      where = absl::StrCat(where, " ", sub->get_name());
+    return Fail(env, absl::StrCat(e.what(), " (see '", where, " --help')"));
+  }
+
+  const Style style = ChooseStyle(global.color, env.stdout_is_tty, env.no_color);
+  if (inspect->parsed()) return RunInspect(inspect_args, style, env);
+  if (summary->parsed()) return RunSummary(summary_args, style, env);
+  if (diff->parsed()) return RunDiff(diff_args, style, env);
+  if (watch->parsed()) return RunWatch(watch_args, style, env);
+
+  *env.err << app.help();
+  return kExitUsage;
+}
+
+}  // namespace tracetorch::cli

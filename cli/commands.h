@@ -1,0 +1,45 @@
+// The `tracetorch` command line: argument parsing (CLI11) and the subcommands inspect, summary,
+// diff and watch. main.cc is a thin wrapper over RunTracetorch, so the whole command can run
+// in-process.
+//
+// Exit codes: 0 success; 1 `diff` found a warning or critical entry; 2 a usage error or an
+// unreadable or invalid input, reported as ONE line on stderr ("tracetorch: nope.json: file not
+// found").
+#ifndef TRACETORCH_CLI_COMMANDS_H_
+#define TRACETORCH_CLI_COMMANDS_H_
+
+#include <ostream>
+#include <string_view>
+
+#include "cli/text.h"
+#include "cli/watch.h"
+
+namespace tracetorch::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRegressions = 1,
+  kExitUsage = 2,
+};
+
+// What the command may touch: injected so tests can run it without a terminal or signals.
+struct CliEnvironment {
+  std::ostream* out = nullptr;  // Required.
+  std::ostream* err = nullptr;  // Required.
+  bool stdout_is_tty = false;
+  bool no_color = false;  // NO_COLOR is set to a non-empty value.
+  // How `watch` waits between polls. Empty: block SIGINT and SIGTERM and wait for them with
+  // sigtimedwait(2), so either signal ends the watch with exit code 0.
+  Waiter wait;
+};
+
+// Rich output for --color=always, or for "auto" on a terminal without NO_COLOR; plain otherwise.
+// REQUIRES: color is "auto", "always" or "never".
+Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color);
+
+// Runs `tracetorch` with argv[0..argc) and returns the exit code.
+int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env);
+
+}  // namespace tracetorch::cli
+
+#endif  // TRACETORCH_CLI_COMMANDS_H_

@@ -1,0 +1,158 @@
+#include "cli/commands.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tracetorch::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+Result RunCli(std::vector<std::string> args, bool tty = false, bool no_color = false) {
+  args.insert(args.begin(), "tracetorch");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out;
+  std::ostringstream err;
+  CliEnvironment env{.out = &out,
+                     .err = &err,
+                     .stdout_is_tty = tty,
+                     .no_color = no_color,
+                     .wait = [](absl::Duration) { return false; }};
+  Result result;
+  result.code = RunTracetorch(static_cast<int>(argv.size()), argv.data(), env);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+std::string Fixture(const std::string& name) {
+  return std::string(TRACETORCH_FIXTURES_DIR) + "/upstream/" + name;
+}
+
+int LineCount(const std::string& text) {
+  return static_cast<int>(
+      std::vector<std::string>(absl::StrSplit(text, '\n', absl::SkipEmpty())).size());
+}
+
+TEST(ChooseStyle, AutoFollowsTerminalAndNoColor) {
+  EXPECT_TRUE(ChooseStyle("auto", true, false).color);
+  EXPECT_TRUE(ChooseStyle("auto", true, false).unicode);
+  EXPECT_FALSE(ChooseStyle("auto", false, false).color);
+  EXPECT_FALSE(ChooseStyle("auto", false, false).unicode);
+  EXPECT_FALSE(ChooseStyle("auto", true, true).color);
+  EXPECT_FALSE(ChooseStyle("auto", true, true).unicode);
+  EXPECT_TRUE(ChooseStyle("always", false, true).color);
+  EXPECT_FALSE(ChooseStyle("never", true, false).color);
+}
+
+TEST(RunTracetorch, NoSubcommandPrintsUsageAndExits2) {
+  const Result r = RunCli({});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("inspect"));
+  EXPECT_THAT(r.err, HasSubstr("diff"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(RunTracetorch, Version) {
+  const Result r = RunCli({"--version"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.out, StartsWith("tracetorch "));
+}
+
+TEST(RunTracetorch, HelpExits0) {
+  const Result r = RunCli({"diff", "--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.out, HasSubstr("--latency-threshold"));
+}
+
+TEST(RunTracetorch, UsageErrorsAreOneLineExit2) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"diff", "a.json"},
+           {"inspect"},
+           {"frobnicate"},
+           {"inspect", "x.json", "--min-latency", "abc"},
+           {"--color=sometimes", "inspect", "x.json"},
+       }) {
+    const Result r = RunCli(args);
+    EXPECT_EQ(r.code, kExitUsage) << args[0];
+    EXPECT_THAT(r.err, StartsWith("tracetorch: ")) << r.err;
+    EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  }
+}
+
+TEST(RunTracetorch, MissingFile) {
+  const Result r = RunCli({"inspect", "nope.json"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.err, "tracetorch: nope.json: file not found\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(RunTracetorch, InvalidFilterValue) {
+  const Result r = RunCli({"inspect", Fixture("train_trace.json"), "--min-latency", "-1"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, StartsWith("tracetorch: --min-latency must be"));
+}
+
+TEST(RunTracetorch, InvalidThresholds) {
+  const Result r = RunCli({"diff", Fixture("train_trace.json"), Fixture("train_trace.json"),
+                           "--latency-threshold", "-0.5"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, StartsWith("tracetorch: invalid diff thresholds: "));
+  EXPECT_EQ(LineCount(r.err), 1);
+}
+
+TEST(RunTracetorch, InspectPlainAndRich) {
+  const Result plain = RunCli({"inspect", Fixture("train_trace.json")});
+  EXPECT_EQ(plain.code, kExitOk) << plain.err;
+  EXPECT_THAT(plain.out, HasSubstr("+-- blocks (Sequential)"));
+  EXPECT_THAT(plain.out, Not(HasSubstr("\x1b")));
+
+  const Result rich = RunCli({"inspect", Fixture("train_trace.json")}, /*tty=*/true);
+  EXPECT_THAT(rich.out, HasSubstr("├── "));
+  EXPECT_THAT(rich.out, HasSubstr("\x1b["));
+
+  const Result no_color = RunCli({"inspect", Fixture("train_trace.json")}, true, /*no_color=*/true);
+  EXPECT_EQ(no_color.out, plain.out);
+
+  const Result forced = RunCli({"inspect", Fixture("train_trace.json"), "--color", "always"});
+  EXPECT_EQ(forced.out, rich.out);
+}
+
+TEST(RunTracetorch, DiffExitCodes) {
+  EXPECT_EQ(RunCli({"diff", Fixture("train_trace.json"), Fixture("train_trace.json")}).code,
+            kExitOk);
+  const Result r =
+      RunCli({"diff", Fixture("train_trace.json"), Fixture("train_trace_perturbed.json")});
+  EXPECT_EQ(r.code, kExitRegressions);
+  EXPECT_THAT(r.out, HasSubstr("Warnings    26"));
+}
+
+TEST(RunTracetorch, WatchReturnsZeroWhenStopped) {
+  const Result r = RunCli({"watch", Fixture("train_trace.json"), "--interval", "0.1"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_THAT(r.out, HasSubstr("Watching "));
+  EXPECT_THAT(r.out, HasSubstr("\\-- head (Linear)"));
+}
+
+TEST(RunTracetorch, WatchRejectsBadInterval) {
+  const Result r = RunCli({"watch", "x.json", "--interval", "0"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, StartsWith("tracetorch: --interval must be"));
+}
+
+}  // namespace
+}  // namespace tracetorch::cli

@@ -1,0 +1,297 @@
+#include "cli/render.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/tree.h"
+#include "trace/format.h"
+
+namespace tracetorch::cli {
+namespace {
+
+std::string Separator(const Style& style) {
+  return absl::StrCat(" ", Paint(Glyph(style, "│", "|"), Color::kDim, style), " ");
+}
+
+Color SeverityColor(AnomalySeverity severity) {
+  switch (severity) {
+    case AnomalySeverity::kCritical:
+      return Color::kRed;
+    case AnomalySeverity::kWarning:
+      return Color::kYellow;
+    case AnomalySeverity::kInfo:
+      return Color::kBlue;
+  }
+  return Color::kBlue;
+}
+
+std::string_view SeveritySymbol(AnomalySeverity severity) {
+  switch (severity) {
+    case AnomalySeverity::kCritical:
+      return "✗";
+    case AnomalySeverity::kWarning:
+      return "⚠";
+    case AnomalySeverity::kInfo:
+      return "ℹ";
+  }
+  return "?";
+}
+
+AnomalySeverity ToAnomalySeverity(DiffSeverity severity) {
+  switch (severity) {
+    case DiffSeverity::kCritical:
+      return AnomalySeverity::kCritical;
+    case DiffSeverity::kWarning:
+      return AnomalySeverity::kWarning;
+    case DiffSeverity::kInfo:
+      return AnomalySeverity::kInfo;
+  }
+  return AnomalySeverity::kInfo;
+}
+
+// "⚠ warning" (rich, coloured) or "warning" (plain), for the Severity column.
+std::string SeverityCell(AnomalySeverity severity, const Style& style) {
+  const std::string_view name = ToString(severity);
+  if (!style.unicode) return Paint(name, SeverityColor(severity), style);
+  return Paint(absl::StrCat(std::string(SeveritySymbol(severity)), " ", std::string(name)),
+               SeverityColor(severity), style);
+}
+
+// The per-layer status mark: ✓ / [ok] when `worst` is null.
+std::string Mark(const AnomalySeverity* worst, const Style& style) {
+  if (worst == nullptr) return Paint(Glyph(style, "✓", "[ok]"), Color::kGreen, style);
+  if (style.unicode) return Paint(SeveritySymbol(*worst), SeverityColor(*worst), style);
+  return Paint(absl::StrCat("[", std::string(ToString(*worst)), "]"), SeverityColor(*worst), style);
+}
+
+std::optional<AnomalySeverity> WorstFor(std::string_view layer,
+                                        const std::vector<Anomaly>& anomalies) {
+  std::optional<AnomalySeverity> worst;
+  for (const Anomaly& anomaly : anomalies) {
+    if (anomaly.layer != layer) continue;
+    if (!worst.has_value() || static_cast<int>(anomaly.severity) > static_cast<int>(*worst)) {
+      worst = anomaly.severity;
+    }
+  }
+  return worst;
+}
+
+std::optional<std::string> LatencyText(const LayerTrace& layer) {
+  if (layer.forward_count > 1 && layer.latency_ms_mean.has_value() &&
+      layer.latency_ms_min.has_value() && layer.latency_ms_max.has_value()) {
+    return absl::StrCat("Latency: ", FormatMs(*layer.latency_ms_mean), " mean (",
+                        FormatMs(*layer.latency_ms_min), "-", FormatMs(*layer.latency_ms_max), " x",
+                        layer.forward_count, ")");
+  }
+  const std::optional<double> latency =
+      layer.latency_ms.has_value() ? layer.latency_ms : layer.latency_ms_mean;
+  if (!latency.has_value()) return std::nullopt;
+  return absl::StrCat("Latency: ", FormatMs(*latency));
+}
+
+// Worst severity per layer, computed once for a whole tree.
+using WorstMap = absl::flat_hash_map<std::string, AnomalySeverity>;
+
+WorstMap BuildWorstMap(const std::vector<Anomaly>& anomalies) {
+  WorstMap worst;
+  for (const Anomaly& anomaly : anomalies) {
+    auto [it, inserted] = worst.emplace(anomaly.layer, anomaly.severity);
+    if (!inserted && static_cast<int>(anomaly.severity) > static_cast<int>(it->second)) {
+      it->second = anomaly.severity;
+    }
+  }
+  return worst;
+}
+
+std::string LayerLine(const LayerTrace& layer, std::string_view display_name,
+                      const AnomalySeverity* worst, const Style& style) {
+  std::vector<std::string> parts;
+  std::string head = Paint(Sanitize(display_name), Color::kBold, style);
+  if (!layer.type.empty()) {
+    absl::StrAppend(&head, " ",
+                    Paint(absl::StrCat("(", Sanitize(layer.type), ")"), Color::kCyan, style));
+  }
+  parts.push_back(std::move(head));
+  if (layer.params > 0) parts.push_back(absl::StrCat("Params: ", FormatCount(layer.params)));
+  if (std::optional<std::string> latency = LatencyText(layer)) parts.push_back(*std::move(latency));
+  if (layer.grad_norm.has_value()) {
+    parts.push_back(absl::StrCat("grad_norm: ", FormatFixed(*layer.grad_norm, 4)));
+  }
+  if (layer.has_nan) parts.push_back(Paint("NaN in output", Color::kRed, style));
+  if (layer.has_inf) parts.push_back(Paint("Inf in output", Color::kRed, style));
+  if (layer.grad_has_nan) parts.push_back(Paint("NaN in gradient", Color::kRed, style));
+  if (layer.outputs.empty()) parts.push_back("Output: none");
+  for (const TensorInfo& output : layer.outputs) {
+    parts.push_back(absl::StrCat("Output: ", FormatShape(output.shape)));
+    if (output.stats.has_value() && output.stats->std.has_value()) {
+      parts.push_back(absl::StrCat("std: ", FormatFixed(*output.stats->std, 2)));
+    }
+  }
+  return absl::StrCat(absl::StrJoin(parts, Separator(style)), " ", Mark(worst, style));
+}
+
+void AppendTree(const std::vector<LayerTreeNode>& nodes, const std::string& prefix,
+                const WorstMap& worst, const Style& style, std::string* out) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const LayerTreeNode& node = nodes[i];
+    const bool last = i + 1 == nodes.size();
+    absl::StrAppend(out, prefix,
+                    Paint(last ? Glyph(style, "└── ", "\\-- ") : Glyph(style, "├── ", "+-- "),
+                          Color::kDim, style));
+    if (node.layer == nullptr) {
+      absl::StrAppend(out, Paint(Sanitize(node.name), Color::kDim, style), "\n");
+    } else {
+      auto it = worst.find(node.layer->full_name);
+      const AnomalySeverity* severity = it == worst.end() ? nullptr : &it->second;
+      absl::StrAppend(out, LayerLine(*node.layer, node.name, severity, style), "\n");
+    }
+    const std::string child_prefix = absl::StrCat(
+        prefix, last ? "    " : Paint(Glyph(style, "│   ", "|   "), Color::kDim, style));
+    AppendTree(node.children, child_prefix, worst, style, out);
+  }
+}
+
+int64_t MaxForwardCount(const TraceRecord& record) {
+  int64_t passes = 0;
+  for (const LayerTrace& layer : record.layers) passes = std::max(passes, layer.forward_count);
+  return passes;
+}
+
+}  // namespace
+
+std::string RenderModelPanel(const TraceRecord& record, const Style& style,
+                             std::optional<size_t> shown_layers) {
+  const TraceMetadata& meta = record.metadata;
+  int64_t params = 0;
+  for (const LayerTrace& layer : record.layers) params += layer.params;
+
+  Panel panel{.title = "Model Summary", .rows = {}};
+  panel.rows.emplace_back("Model",
+                          meta.model_name.empty() ? "(unnamed)" : Sanitize(meta.model_name));
+  panel.rows.emplace_back(
+      "PyTorch", meta.pytorch_version.empty() ? "unknown" : Sanitize(meta.pytorch_version));
+  std::string layers = absl::StrCat(record.layers.size());
+  if (shown_layers.has_value()) absl::StrAppend(&layers, " (", *shown_layers, " shown)");
+  panel.rows.emplace_back("Layers", std::move(layers));
+  panel.rows.emplace_back("Forward passes", absl::StrCat(MaxForwardCount(record)));
+  panel.rows.emplace_back("Parameters", FormatCount(params));
+  panel.rows.emplace_back("Execution Time",
+                          meta.total_time_ms.has_value() ? FormatMs(*meta.total_time_ms) : "n/a");
+  if (meta.nan_origin.has_value()) {
+    const NanOrigin& origin = *meta.nan_origin;
+    panel.rows.emplace_back("NaN origin",
+                            absl::StrCat(Sanitize(origin.layer), " at step ", origin.step, " (",
+                                         origin.is_nan ? "NaN" : "Inf", ")"));
+  }
+  return RenderPanel(panel, style);
+}
+
+std::string RenderLayerLine(const LayerTrace& layer, std::string_view display_name,
+                            const std::vector<Anomaly>& anomalies, const Style& style) {
+  const std::optional<AnomalySeverity> worst = WorstFor(layer.full_name, anomalies);
+  return LayerLine(layer, display_name, worst.has_value() ? &*worst : nullptr, style);
+}
+
+std::string RenderLayerTree(const TraceRecord& record, const Style& style) {
+  std::string out = absl::StrCat(Paint("Layers", Color::kBold, style), "\n");
+  if (record.layers.empty()) {
+    absl::StrAppend(&out, "(no layers)\n");
+    return out;
+  }
+  AppendTree(BuildLayerTree(record.layers), "", BuildWorstMap(record.warnings), style, &out);
+  return out;
+}
+
+std::string RenderAnomalies(const std::vector<Anomaly>& anomalies, const Style& style) {
+  if (anomalies.empty()) {
+    return absl::StrCat(Paint(Glyph(style, "✓ No anomalies detected", "No anomalies detected"),
+                              Color::kGreen, style),
+                        "\n");
+  }
+  Table table{
+      .title = "Warnings & Anomalies", .header = {"Severity", "Layer", "Message"}, .rows = {}};
+  for (const Anomaly& anomaly : anomalies) {
+    table.rows.push_back({SeverityCell(anomaly.severity, style), Sanitize(anomaly.layer),
+                          Sanitize(anomaly.message)});
+  }
+  return RenderTable(table, style);
+}
+
+std::string RenderInspect(const TraceRecord& record, const LayerFilter& filter,
+                          const Style& style) {
+  if (filter.empty()) {
+    return absl::StrCat(RenderModelPanel(record, style), "\n", RenderLayerTree(record, style), "\n",
+                        RenderAnomalies(record.warnings, style));
+  }
+  const TraceRecord shown = ApplyFilter(record, filter);
+  std::string tree = shown.layers.empty() ? absl::StrCat(Paint("Layers", Color::kBold, style),
+                                                         "\n(no layers match the filter)\n")
+                                          : RenderLayerTree(shown, style);
+  return absl::StrCat(RenderModelPanel(record, style, shown.layers.size()), "\n", tree, "\n",
+                      RenderAnomalies(shown.warnings, style));
+}
+
+std::string RenderSummary(const TraceRecord& record, const Style& style) {
+  int counts[3] = {0, 0, 0};  // Indexed by AnomalySeverity.
+  for (const Anomaly& anomaly : record.warnings) ++counts[static_cast<int>(anomaly.severity)];
+  auto count = [&](AnomalySeverity severity) {
+    const int n = counts[static_cast<int>(severity)];
+    const std::string text = absl::StrCat(n, " ", std::string(ToString(severity)));
+    return n > 0 ? Paint(text, SeverityColor(severity), style) : text;
+  };
+  return absl::StrCat(RenderModelPanel(record, style),
+                      "Anomalies: ", count(AnomalySeverity::kCritical), ", ",
+                      count(AnomalySeverity::kWarning), ", ", count(AnomalySeverity::kInfo), "\n");
+}
+
+std::string RenderDiff(const TraceDiff& diff, const Style& style) {
+  const int critical = diff.critical_count();
+  const int warnings = diff.warning_count();
+  Panel panel{.title = "Trace Diff", .rows = {}};
+  panel.rows.emplace_back("Baseline", Sanitize(diff.baseline_model));
+  panel.rows.emplace_back("Current", Sanitize(diff.current_model));
+  panel.rows.emplace_back("Critical", absl::StrCat(critical));
+  panel.rows.emplace_back("Warnings", absl::StrCat(warnings));
+  std::string out = RenderPanel(panel, style);
+  out.push_back('\n');
+
+  if (diff.entries.empty()) {
+    absl::StrAppend(&out, "No changes detected between traces.\n");
+  } else {
+    Table table{
+        .title = "Diff entries", .header = {"Severity", "Kind", "Layer", "Message"}, .rows = {}};
+    for (const DiffEntry& entry : diff.entries) {
+      table.rows.push_back({SeverityCell(ToAnomalySeverity(entry.severity), style),
+                            std::string(ToString(entry.kind)), Sanitize(entry.layer),
+                            Sanitize(entry.message)});
+    }
+    absl::StrAppend(&out, RenderTable(table, style));
+  }
+  out.push_back('\n');
+
+  if (diff.has_regressions()) {
+    const std::string counts = absl::StrCat(critical, " critical, ", warnings, " warning(s)");
+    absl::StrAppend(
+        &out,
+        style.unicode
+            ? Paint(absl::StrCat("✗ ", counts, " — regressions detected."), Color::kRed, style)
+            : Paint(absl::StrCat("FAIL: ", counts, " - regressions detected."), Color::kRed, style),
+        "\n");
+  } else {
+    absl::StrAppend(
+        &out,
+        Paint(Glyph(style, "✓ No regressions detected.", "OK: no regressions detected."),
+              Color::kGreen, style),
+        "\n");
+  }
+  return out;
+}
+
+}  // namespace tracetorch::cli

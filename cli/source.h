@@ -1,0 +1,72 @@
+// Where the CLI gets traces from. Today: files. Later: a daemon (sessions, snapshots, live
+// updates), behind the same TraceSource interface so `watch` and the renderers do not change.
+#ifndef TRACETORCH_CLI_SOURCE_H_
+#define TRACETORCH_CLI_SOURCE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "trace/record.h"
+
+namespace tracetorch::cli {
+
+// One line describing why `path` could not be loaded, without a "tracetorch: " prefix, e.g.
+//   "nope.json: file not found"
+//   "bad.json: line 3, column 17: expected ',' or '}'"
+// Newlines in the status message are folded into spaces.
+std::string DescribeLoadError(const std::string& path, const absl::Status& status);
+
+// Reads and parses a trace file (ReadTraceFile). Errors carry the canonical code of ReadTraceFile
+// and the DescribeLoadError text as message.
+absl::StatusOr<TraceRecord> LoadTraceFile(const std::string& path);
+
+// The result of polling a source.
+struct SourcePoll {
+  enum class State {
+    kUnchanged,  // Nothing new since the previous poll.
+    kUpdated,    // `record` holds a new version.
+    kMissing,    // Nothing to show yet (file absent); `message` says what is awaited.
+    kInvalid,    // The current version cannot be used; `message` says why (one line).
+  };
+  State state = State::kUnchanged;
+  TraceRecord record;
+  std::string message;
+};
+
+// A source of successive versions of one trace.
+// Not thread-safe: one watcher polls it.
+class TraceSource {
+ public:
+  virtual ~TraceSource() = default;
+  // Checks for a new version. Never blocks for long; errors are reported in the result.
+  virtual SourcePoll Poll() = 0;
+};
+
+// Watches a trace file by path. A version is identified by (device, inode, size, mtime), so a file
+// replaced by rename is seen as new even when size and mtime match. While the file is missing or
+// invalid, every poll looks again (kMissing / kInvalid); once a version has loaded, polls return
+// kUnchanged until the identity changes.
+class FileTraceSource : public TraceSource {
+ public:
+  explicit FileTraceSource(std::string path);
+  SourcePoll Poll() override;
+
+ private:
+  struct FileIdentity {
+    uint64_t device = 0;
+    uint64_t inode = 0;
+    int64_t size = 0;
+    int64_t mtime_ns = 0;
+    friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+  };
+
+  const std::string path_;
+  std::optional<FileIdentity> loaded_;  // Identity of the version last returned as kUpdated.
+};
+
+}  // namespace tracetorch::cli
+
+#endif  // TRACETORCH_CLI_SOURCE_H_
