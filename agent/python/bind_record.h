@@ -1,0 +1,32 @@
+// Python bindings of the trace data model and its analyses (the `tracetorch` package's record API).
+//
+// BindRecord registers on `m` (the `tracetorch._C` extension module):
+//   TraceRecord, TraceMetadata, NanOrigin, LayerTrace, TensorStats (our TensorInfo, a tensor entry
+//   with its statistics flattened: `t.shape`, `t.mean`; also exported as TensorInfo), Anomaly,
+//   AnomalySeverity, AnomalyType, Thresholds, detect_anomalies, TraceDiff, DiffEntry, DiffSeverity,
+//   DiffKind, diff_records, read_trace_file, write_trace_file.
+// The enums are `enum.StrEnum` classes whose `.value` is the JSON spelling
+// (AnomalySeverity.WARNING.value == "warning"), like the tracetorch-ml library's.
+//
+// Every type is a binding of the C++ struct in trace/record.h, anomaly.h or diff.h; the logic
+// (JSON, detection, diff) runs in C++. `to_dict()` returns exactly what `json.load` gives for the
+// written file, because it is produced by the same writer (trace/json.h).
+//
+// Errors never leave as C++ exceptions: absl::Status codes become Python exceptions
+// (InvalidArgument -> ValueError, NotFound -> FileNotFoundError, PermissionDenied ->
+// PermissionError, anything else -> RuntimeError), with the C++ message.
+//
+// REQUIRES: called once, with the GIL held, before any other binding that takes or returns these
+// types (agent/python/module.cc calls it first).
+#ifndef TRACETORCH_AGENT_PYTHON_BIND_RECORD_H_
+#define TRACETORCH_AGENT_PYTHON_BIND_RECORD_H_
+
+#include <pybind11/pybind11.h>
+
+namespace tracetorch::python {
+
+void BindRecord(pybind11::module_& m);
+
+}  // namespace tracetorch::python
+
+#endif  // TRACETORCH_AGENT_PYTHON_BIND_RECORD_H_

@@ -1,0 +1,501 @@
+#include "agent/python/bind_session.h"
+
+#include <c10/util/SmallVector.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "agent/daemon_sink.h"
+#include "agent/tracer.h"
+#include "agent/watch_flusher.h"
+#include "client/daemon_client.h"
+#include "client/events.h"
+#include "trace/anomaly.h"
+#include "trace/format.h"
+#include "trace/json.h"
+
+namespace tracetorch::python {
+namespace {
+
+namespace py = pybind11;
+using agent::Tracer;
+
+constexpr int kMaxNesting = 16;       // Containers deeper than this are not searched.
+constexpr size_t kMaxTensors = 4096;  // Per call; more are ignored.
+
+using TensorList = c10::SmallVector<at::Tensor, 8>;
+
+// Appends the tensors in `obj` (a tensor, or tuples/lists/dicts of them, nested) in order.
+void Flatten(PyObject* obj, int depth, TensorList* out) {
+  if (out->size() >= kMaxTensors) return;
+  if (THPVariable_CheckExact(obj)) {
+    out->push_back(THPVariable_Unpack(obj));
+    return;
+  }
+  if (PyTuple_Check(obj)) {
+    if (depth >= kMaxNesting) return;
+    const Py_ssize_t n = PyTuple_GET_SIZE(obj);
+    for (Py_ssize_t i = 0; i < n; ++i) Flatten(PyTuple_GET_ITEM(obj, i), depth + 1, out);
+    return;
+  }
+  if (PyList_Check(obj)) {
+    if (depth >= kMaxNesting) return;
+    // Items are read one by one: the list cannot change under us (we hold the GIL, call no Python).
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(obj); ++i) {
+      Flatten(PyList_GET_ITEM(obj, i), depth + 1, out);
+    }
+    return;
+  }
+  if (PyDict_Check(obj)) {
+    if (depth >= kMaxNesting) return;
+    Py_ssize_t pos = 0;
+    PyObject* key;
+    PyObject* value;
+    while (PyDict_Next(obj, &pos, &key, &value)) Flatten(value, depth + 1, out);
+    return;
+  }
+  if (obj == Py_None || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) ||
+      PyUnicode_CheckExact(obj) || PyBool_Check(obj)) {
+    return;
+  }
+  // Tensor subclasses (nn.Parameter, user subclasses).
+  const int is_tensor = THPVariableClass ? PyObject_IsInstance(obj, THPVariableClass) : 0;
+  if (is_tensor == 1) {
+    out->push_back(THPVariable_Unpack(obj));
+  } else if (is_tensor < 0) {
+    PyErr_Clear();
+  }
+}
+
+// absl::Status -> the Python exception a user expects.
+[[noreturn]] void ThrowStatus(const absl::Status& status) {
+  const std::string message(status.message());
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      throw py::value_error(message);
+    case absl::StatusCode::kNotFound:
+      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
+      throw py::error_already_set();
+    case absl::StatusCode::kPermissionDenied:
+      PyErr_SetString(PyExc_PermissionError, message.c_str());
+      throw py::error_already_set();
+    case absl::StatusCode::kResourceExhausted:
+      PyErr_SetString(PyExc_OSError, message.c_str());
+      throw py::error_already_set();
+    default:
+      throw std::runtime_error(message);
+  }
+}
+
+Thresholds ToThresholds(const py::handle& obj) {
+  if (obj.is_none()) return Thresholds{};
+  if (py::isinstance<py::dict>(obj)) {
+    Thresholds t;
+    for (auto item : py::reinterpret_borrow<py::dict>(obj)) {
+      const std::string key = py::cast<std::string>(item.first);
+      const double value = py::cast<double>(item.second);
+      if (key == "dead_layer_mean") {
+        t.dead_layer_mean = value;
+      } else if (key == "dead_layer_std") {
+        t.dead_layer_std = value;
+      } else if (key == "exploding_variance_std") {
+        t.exploding_variance_std = value;
+      } else if (key == "high_variance_min") {
+        t.high_variance_min = value;
+      } else if (key == "variance_spike_ratio") {
+        t.variance_spike_ratio = value;
+      } else {
+        throw py::value_error(absl::StrCat("unknown threshold '", key, "'"));
+      }
+    }
+    return t;
+  }
+  try {
+    return py::cast<Thresholds>(obj);
+  } catch (const py::cast_error&) {
+    throw py::type_error("thresholds must be a tracetorch.Thresholds, a dict or None");
+  }
+}
+
+TraceMetadata ToMetadata(const py::dict& d) {
+  TraceMetadata m;
+  auto str = [&](const char* key, std::string* out) {
+    if (d.contains(key) && !d[key].is_none()) *out = py::str(d[key]);
+  };
+  str("model_name", &m.model_name);
+  str("pytorch_version", &m.pytorch_version);
+  str("python_version", &m.python_version);
+  str("platform", &m.platform);
+  str("cuda_version", &m.cuda_version);
+  str("active_device", &m.active_device);
+  if (d.contains("cuda_available")) m.cuda_available = py::cast<bool>(d["cuda_available"]);
+  return m;
+}
+
+// Sets metadata.extra[key] (a JSON value), replacing an earlier value.
+void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_value) {
+  for (auto& [k, v] : metadata.extra) {
+    if (k == key) {
+      v = std::move(json_value);
+      return;
+    }
+  }
+  metadata.extra.emplace_back(key, std::move(json_value));
+}
+
+// The daemon's view of this process: pid, host, start time, ranks, job id from the environment
+// (client::CurrentProcessIdentity), the model and framework fields from the session's metadata.
+client::ProcessIdentity ToIdentity(const py::dict& d) {
+  client::ProcessIdentity id = client::CurrentProcessIdentity();
+  const TraceMetadata m = ToMetadata(d);
+  id.model_name = m.model_name;
+  id.torch_version = m.pytorch_version;
+  id.python_version = m.python_version;
+  id.platform = m.platform;
+  id.cuda_available = m.cuda_available;
+  id.cuda_version = m.cuda_version;
+  id.active_device = m.active_device;
+  return id;
+}
+
+// The engine behind one TraceSession object: the Tracer, the optional watch flusher and the record
+// of the last finished `with` block. Called with the GIL held (pybind11 methods); the flusher
+// thread only touches the Tracer, which is thread-safe.
+class SessionEngine {
+ public:
+  SessionEngine(std::shared_ptr<Tracer> tracer) : tracer_(std::move(tracer)) {}
+  ~SessionEngine() {
+    flusher_.reset();
+    if (sink_ != nullptr) {
+      tracer_->SetEventSink(nullptr);
+      py::gil_scoped_release release;
+      sink_.reset();  // Closes the client with a bounded wait (inert in a forked child).
+    }
+  }
+
+  // Streams the next start()..finish() block to the daemon at `address` (a socket path or
+  // unix:// address). Does not wait for the daemon. ValueError for a malformed address.
+  // REQUIRES: not active.
+  void ConnectDaemon(const std::string& address, const py::dict& metadata) {
+    CloseStream(1.0);
+    agent::DaemonSinkOptions options;
+    options.client.address = address;
+    options.client.identity = ToIdentity(metadata);
+    absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
+        agent::DaemonSink::Create(std::move(options));
+    if (!sink.ok()) ThrowStatus(sink.status());
+    sink_ = *std::move(sink);
+    tracer_->SetEventSink(sink_);
+  }
+
+  // Detaches the sink and closes the daemon stream (End with total time and hook errors), waiting
+  // at most `wait_s` seconds with the GIL released. Returns whether everything reached the daemon.
+  // No-op (true) without a stream.
+  bool CloseStream(double wait_s, std::optional<double> total_time_ms = std::nullopt) {
+    if (sink_ == nullptr) return true;
+    tracer_->SetEventSink(nullptr);
+    std::shared_ptr<agent::DaemonSink> sink = std::move(sink_);
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = sink->Close(total_time_ms, static_cast<uint64_t>(std::max<int64_t>(0, hook_errors())),
+                      absl::Seconds(std::max(0.0, wait_s)));
+    }
+    closed_stats_ = sink->stats();
+    closed_session_id_ = sink->session_id();
+    return s.ok();
+  }
+
+  // {"connected", "session_id", "enqueued_events", "sent_events", "dropped_events", "connects",
+  //  "connect_failures", "last_error"} of the current (or last closed) stream; None if never.
+  py::object DaemonStats() const {
+    std::optional<client::DaemonClientStats> stats = StreamStats();
+    if (!stats) return py::none();
+    py::dict d;
+    d["connected"] = stats->connected;
+    d["session_id"] = sink_ != nullptr ? sink_->session_id() : closed_session_id_;
+    d["enqueued_events"] = stats->enqueued_events;
+    d["sent_events"] = stats->sent_events;
+    d["dropped_events"] = stats->dropped_events;
+    d["connects"] = stats->connects;
+    d["connect_failures"] = stats->connect_failures;
+    d["last_error"] = stats->last_error;
+    return d;
+  }
+
+  int DeclareLayer(const std::string& name, const std::string& type, const std::string& full_name,
+                   int depth, int64_t params) {
+    absl::StatusOr<Tracer::LayerId> id =
+        tracer_->DeclareLayer(LayerInfo{name, type, full_name, depth, params});
+    if (!id.ok()) ThrowStatus(id.status());
+    return *id;
+  }
+
+  void SetMetadata(const py::dict& metadata) { tracer_->SetMetadata(ToMetadata(metadata)); }
+
+  void Start() {
+    if (absl::Status s = tracer_->Start(); !s.ok()) {
+      if (s.code() == absl::StatusCode::kFailedPrecondition) {
+        PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
+        throw py::error_already_set();
+      }
+      ThrowStatus(s);
+    }
+    final_.reset();
+    if (sink_ == nullptr) closed_stats_.reset();  // This block does not stream.
+  }
+
+  void StartWatch(const std::string& path, double interval_s) {
+    StopWatch();
+    std::weak_ptr<Tracer> weak = tracer_;
+    absl::StatusOr<std::unique_ptr<agent::WatchFlusher>> flusher =
+        agent::WatchFlusher::Start(path, absl::Seconds(interval_s), [weak]() -> TraceRecord {
+          if (std::shared_ptr<Tracer> t = weak.lock()) return t->Snapshot();
+          return TraceRecord{};
+        });
+    if (!flusher.ok()) ThrowStatus(flusher.status());
+    flusher_ = *std::move(flusher);
+    watch_path_ = path;
+  }
+
+  void StopWatch() {
+    if (flusher_ == nullptr) return;
+    py::gil_scoped_release
+        release;  // The flusher never needs the GIL; don't hold it while joining.
+    flusher_->Stop();
+    flusher_.reset();
+  }
+
+  // Ends the `with` block: stops recording, finalises the record (anomalies, total time) and
+  // writes the final watch file. Never raises: the user's exception (if any) must win.
+  void Finish(std::optional<double> total_time_ms) {
+    const bool watching = flusher_ != nullptr;
+    StopWatch();
+    tracer_->Stop();
+    // Bounded: the daemon gets ~1 s to take the rest; what it did not take is counted as dropped.
+    CloseStream(kCloseWaitS, total_time_ms);
+    absl::StatusOr<TraceRecord> record = tracer_->Finalize(total_time_ms);
+    if (!record.ok()) {
+      tracer_->RecordHookError("finalize", record.status().ToString());
+      final_ = Decorate(tracer_->Snapshot());
+      return;
+    }
+    final_ = Decorate(*std::move(record));
+    if (watching) {
+      if (absl::Status s = WriteTraceFile(watch_path_, *final_); !s.ok()) {
+        tracer_->RecordHookError("watch_final_flush", s.ToString());
+      }
+    }
+  }
+
+  // ---- Hot path ----------------------------------------------------------------------------
+  int64_t Pre(int layer, bool is_root, py::handle args, py::handle kwargs) {
+    try {
+      TensorList tensors;
+      Flatten(args.ptr(), 0, &tensors);
+      if (kwargs.ptr() != nullptr && !kwargs.is_none()) Flatten(kwargs.ptr(), 0, &tensors);
+      return tracer_->BeginCall(layer, is_root, tensors);
+    } catch (const std::exception& e) {
+      tracer_->RecordHookError("pre_hook", e.what());
+      return Tracer::kNoCall;
+    }
+  }
+
+  void Post(int64_t call, py::handle output) {
+    if (call == Tracer::kNoCall) return;
+    try {
+      TensorList tensors;
+      Flatten(output.ptr(), 0, &tensors);
+      tracer_->EndCall(call, tensors);
+    } catch (const std::exception& e) {
+      tracer_->RecordHookError("post_hook", e.what());
+      tracer_->AbortCall(call);
+    }
+  }
+
+  void Abort(int64_t call) { tracer_->AbortCall(call); }
+
+  // ---- Results -----------------------------------------------------------------------------
+  TraceRecord Record() const {
+    if (final_.has_value()) return *final_;
+    return Decorate(tracer_->Snapshot());
+  }
+
+  std::vector<Anomaly> Anomalies() const {
+    if (final_.has_value()) return final_->warnings;
+    absl::StatusOr<std::vector<Anomaly>> a =
+        DetectAnomalies(tracer_->Snapshot(), tracer_->options().thresholds);
+    if (!a.ok()) ThrowStatus(a.status());
+    return *std::move(a);
+  }
+
+  // The finished record, or (inside the `with` block) the trace so far with its anomalies.
+  TraceRecord RecordForExport() const {
+    if (final_.has_value()) return *final_;
+    absl::StatusOr<TraceRecord> r = tracer_->Finalize(std::nullopt);
+    if (!r.ok()) ThrowStatus(r.status());
+    return Decorate(*std::move(r));
+  }
+
+  void Write(const std::string& path) const {
+    const TraceRecord record = RecordForExport();
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = WriteTraceFile(path, record);
+    }
+    if (!s.ok()) ThrowStatus(s);
+  }
+
+  std::string RecordJson(int indent) const {
+    return TraceToJson(RecordForExport(), JsonStyle{.indent = std::max(0, indent)});
+  }
+
+  std::string Summary() const;
+
+  bool active() const { return tracer_->active(); }
+  int64_t steps() const { return tracer_->steps(); }
+  int64_t hook_errors() const { return tracer_->hook_errors(); }
+
+ private:
+  static constexpr double kCloseWaitS = 1.0;
+
+  std::optional<client::DaemonClientStats> StreamStats() const {
+    if (sink_ != nullptr) return sink_->stats();
+    return closed_stats_;
+  }
+
+  // A streamed record carries the stream's drop count (metadata.extra["dropped_events"]).
+  TraceRecord Decorate(TraceRecord record) const {
+    if (std::optional<client::DaemonClientStats> stats = StreamStats()) {
+      SetExtra(record.metadata, "dropped_events", absl::StrCat(stats->dropped_events));
+    }
+    return record;
+  }
+
+  const std::shared_ptr<Tracer> tracer_;
+  std::shared_ptr<agent::DaemonSink> sink_;
+  std::optional<client::DaemonClientStats> closed_stats_;  // Of the last closed stream.
+  std::string closed_session_id_;
+  std::unique_ptr<agent::WatchFlusher> flusher_;
+  std::string watch_path_;
+  std::optional<TraceRecord> final_;
+};
+
+std::string SessionEngine::Summary() const {
+  const TraceRecord r = RecordForExport();
+  int64_t params = 0;
+  for (const LayerTrace& l : r.layers) params += l.params;
+  std::string out = "TraceSession summary\n";
+  auto row = [&out](std::string_view key, std::string_view value) {
+    absl::StrAppend(&out, "  ", std::string(key),
+                    std::string(16 - std::min<size_t>(16, key.size()), ' '), std::string(value),
+                    "\n");
+  };
+  row("Model", r.metadata.model_name.empty() ? "<unnamed>" : r.metadata.model_name);
+  row("PyTorch", r.metadata.pytorch_version);
+  row("Device", r.metadata.active_device);
+  row("Layers", absl::StrCat(r.layers.size()));
+  row("Forward passes", absl::StrCat(tracer_->steps()));
+  row("Parameters", FormatCount(params));
+  row("Execution time",
+      r.metadata.total_time_ms ? FormatMs(*r.metadata.total_time_ms) : std::string("running"));
+  if (r.metadata.nan_origin) {
+    row("NaN origin",
+        absl::StrCat(r.metadata.nan_origin->layer, " (step ", r.metadata.nan_origin->step, ")"));
+  }
+  if (const int64_t errors = tracer_->hook_errors(); errors > 0) {
+    row("Hook errors", absl::StrCat(errors));
+  }
+
+  // CUDA only: the layers that allocated the most, forward and backward.
+  auto heaviest = [&](auto field, std::string_view title) {
+    std::vector<std::pair<int64_t, std::string>> top;
+    for (const LayerTrace& l : r.layers) {
+      if (const std::optional<int64_t>& v = l.*field; v.has_value()) {
+        top.emplace_back(*v, l.full_name);
+      }
+    }
+    if (top.empty()) return;
+    std::sort(top.begin(), top.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    absl::StrAppend(&out, "  ", std::string(title), ":\n");
+    for (size_t i = 0; i < std::min<size_t>(3, top.size()); ++i) {
+      absl::StrAppend(&out, "    ", top[i].second, "  ", FormatBytes(top[i].first), "\n");
+    }
+  };
+  heaviest(&LayerTrace::fwd_mem_alloc_delta, "Heaviest forward allocators");
+  heaviest(&LayerTrace::bwd_mem_alloc_delta, "Heaviest backward allocators");
+
+  if (r.warnings.empty()) {
+    absl::StrAppend(&out, "  Anomalies       none\n");
+  } else {
+    absl::StrAppend(&out, "  Anomalies       ", r.warnings.size(), "\n");
+    for (const Anomaly& a : r.warnings) {
+      absl::StrAppend(&out, "    [", std::string(ToString(a.severity)), "] ", a.layer, ": ",
+                      a.message, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void BindSession(py::module_& m) {
+  m.def(
+      "_parse_daemon_address",
+      [](const std::string& address) {
+        absl::StatusOr<std::string> path = client::ParseDaemonAddress(address);
+        if (!path.ok()) ThrowStatus(path.status());
+        return *path;
+      },
+      py::arg("address"), "The socket path of a daemon address; ValueError when malformed.");
+  py::class_<SessionEngine>(m, "_SessionEngine", R"doc(
+The tracing engine behind tracetorch.TraceSession (use that class; this one is its native half).
+)doc")
+      .def(py::init([](bool capture_stats, py::handle thresholds, const py::dict& metadata) {
+             agent::TracerOptions options;
+             options.capture_stats = capture_stats;
+             options.thresholds = ToThresholds(thresholds);
+             absl::StatusOr<std::shared_ptr<Tracer>> tracer =
+                 Tracer::Create(options, ToMetadata(metadata));
+             if (!tracer.ok()) ThrowStatus(tracer.status());
+             return std::make_unique<SessionEngine>(*std::move(tracer));
+           }),
+           py::arg("capture_stats") = true, py::arg("thresholds") = py::none(),
+           py::arg("metadata") = py::dict())
+      .def("declare_layer", &SessionEngine::DeclareLayer, py::arg("name"), py::arg("type"),
+           py::arg("full_name"), py::arg("depth"), py::arg("params"))
+      .def("set_metadata", &SessionEngine::SetMetadata, py::arg("metadata"))
+      .def("start", &SessionEngine::Start)
+      .def("connect_daemon", &SessionEngine::ConnectDaemon, py::arg("address"), py::arg("metadata"))
+      .def("close_stream", &SessionEngine::CloseStream, py::arg("wait_s") = 1.0,
+           py::arg("total_time_ms") = py::none())
+      .def("daemon_stats", &SessionEngine::DaemonStats)
+      .def("finish", &SessionEngine::Finish, py::arg("total_time_ms") = py::none())
+      .def("start_watch", &SessionEngine::StartWatch, py::arg("path"), py::arg("interval_s"))
+      .def("stop_watch", &SessionEngine::StopWatch)
+      .def("pre", &SessionEngine::Pre)
+      .def("post", &SessionEngine::Post)
+      .def("abort", &SessionEngine::Abort)
+      .def("record", &SessionEngine::Record)
+      .def("anomalies", &SessionEngine::Anomalies)
+      .def("record_json", &SessionEngine::RecordJson, py::arg("indent") = 2)
+      .def("write", &SessionEngine::Write, py::arg("path"))
+      .def("summary", &SessionEngine::Summary)
+      .def_property_readonly("active", &SessionEngine::active)
+      .def_property_readonly("steps", &SessionEngine::steps)
+      .def_property_readonly("hook_errors", &SessionEngine::hook_errors);
+}
+
+}  // namespace tracetorch::python

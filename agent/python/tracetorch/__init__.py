@@ -1,0 +1,69 @@
+"""tracetorch: a forensic trace console for PyTorch models.
+
+A drop-in for the tracetorch-ml library's Python API, with the work done in C++ (the ``_C``
+extension): tracing hooks, statistics, aggregation, JSON, anomaly detection and trace diffs.
+
+    import torch
+    from tracetorch import TraceSession, detect_anomalies
+    from tracetorch.storage import load_json
+
+    with TraceSession(model) as session:
+        model(torch.randn(32, 784))
+    session.export("trace.json")
+    record = load_json("trace.json")
+    for anomaly in detect_anomalies(record):
+        print(anomaly.severity.value, anomaly.layer, anomaly.message)
+
+The record types (TraceRecord, LayerTrace, TensorStats, Anomaly, TraceDiff, ...) are bindings of
+the C++ structs in trace/record.h; ``to_dict()`` on any of them gives the JSON layout.
+"""
+
+from tracetorch._C import (
+    Anomaly,
+    AnomalySeverity,
+    AnomalyType,
+    DiffEntry,
+    DiffKind,
+    DiffSeverity,
+    LayerTrace,
+    NanOrigin,
+    TensorInfo,
+    TensorStats,
+    Thresholds,
+    TraceDiff,
+    TraceMetadata,
+    TraceRecord,
+    detect_anomalies,
+    diff_records,
+)
+from tracetorch import storage
+from tracetorch.session import TraceSession
+from tracetorch.storage import export_json, load_json, save_json
+
+# Kept equal to project(tracetorch VERSION ...) in the top-level CMakeLists.txt (a test checks).
+__version__ = "0.1.0"
+
+__all__ = [
+    "Anomaly",
+    "AnomalySeverity",
+    "AnomalyType",
+    "DiffEntry",
+    "DiffKind",
+    "DiffSeverity",
+    "LayerTrace",
+    "NanOrigin",
+    "TensorInfo",
+    "TensorStats",
+    "Thresholds",
+    "TraceDiff",
+    "TraceMetadata",
+    "TraceRecord",
+    "TraceSession",
+    "__version__",
+    "detect_anomalies",
+    "diff_records",
+    "export_json",
+    "load_json",
+    "save_json",
+    "storage",
+]

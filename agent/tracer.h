@@ -1,0 +1,278 @@
+// The tracing engine of the in-process agent: one Tracer per traced session.
+//
+// A front door (the Python extension, later the libtorch C++/TorchScript one) declares the model's
+// layers, then calls BeginCall/EndCall around every module call with the call's tensors already
+// flattened out of tuples, lists, dicts and keyword arguments. The Tracer:
+//  - describes each tensor (shape, dtype, device) and reduces it once per forward with the fused
+//    kernel of stats.h; a tensor seen again in the same forward (a layer's output is the next
+//    layer's input and its container's output) reuses the result, keyed by TensorImpl identity +
+//    version counter + storage offset + sizes/strides (a weak reference pins the identity);
+//  - times the call (steady clock, from the end of BeginCall to the start of EndCall);
+//  - registers C++ autograd hooks for the backward: a pre-hook on the node that receives the
+//    gradient of the call's first output that requires grad (start stamp, output-gradient norm,
+//    mean, NaN and all-zero flags) and a pre-hook on the node that receives the gradient of its
+//    first input that requires grad, captured before the call runs (end stamp, gradient at the
+//    input). A call whose inputs need no gradient ends when the output's node has run (post-hook).
+//    Hooks never wrap or replace tensors, so in-place ops on outputs keep working, and they return
+//    the gradients they are given untouched. One hook per node serves every call that listens on
+//    it;
+//  - tracks where a non-finite value first appeared (NanOrigin): the model input (checked at the
+//    root's BeginCall), else the first layer whose inputs were all finite and whose outputs were
+//    not. If a forward ends with no such layer but some layer saw a non-finite input (the value
+//    came from code between modules), that layer is named;
+//  - on CUDA (built with TRACETORCH_WITH_CUDA, see cuda_support.h): records the caching allocator's
+//    allocated/reserved deltas per call (forward: BeginCall..EndCall; backward: output gradient
+//    ready..input gradient ready) and times forward calls with CUDA events; such a sample waits in
+//    a queue until its end event completes and is aggregated at the next forward, the next backward
+//    hook or a Snapshot() (which waits for the events), so no module synchronises the device.
+//    Backward latency is host time between the hooks. Without CUDA, memory fields stay null;
+//  - feeds a TraceAggregator (memory bounded by layers, never steps) and counts hook errors.
+//
+// Steps: a root call (is_root) starts a step; step = index of the root call in the session.
+// Calls nest; the first call entered while no call is active starts a new "forward" and empties the
+// statistics cache.
+//
+// Errors: no method throws. Hook-path failures are caught, logged once per cause through the
+// "tracetorch" logger, and counted (TraceMetadata::extra["hook_errors"]).
+//
+// Thread-safety: every public method is thread-safe. Forward calls may come from several threads
+// and backward hooks run on autograd engine threads; each takes an internal mutex for the short
+// bookkeeping and tensor reduction of one call. Nothing waits on the GIL, so hooks may run with or
+// without it. Stop() removes hooks from nodes still alive: REQUIRES no backward pass running
+// concurrently with Stop().
+//
+// Fork: in a child process created by fork() every hook becomes a no-op, nothing is recorded, and
+// no lock is touched; Snapshot()/Finalize() there return the metadata only.
+#ifndef TRACETORCH_AGENT_TRACER_H_
+#define TRACETORCH_AGENT_TRACER_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "agent/cuda_support.h"
+#include "agent/stats.h"
+#include "trace/aggregator.h"
+#include "trace/anomaly.h"
+#include "trace/record.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace tracetorch::agent {
+
+struct TracerOptions {
+  // false: only NaN/Inf counts are computed (StatsMode::kNonFiniteOnly).
+  bool capture_stats = true;
+  Thresholds thresholds;
+};
+
+// Receives a copy of what the Tracer records, as it is recorded: an optional second consumer next
+// to the embedded TraceAggregator (the daemon stream, agent/daemon_sink.h). Additive: the Tracer's
+// own record never depends on a sink.
+//
+// Calls come from the Tracer's hook paths (forward calls on the caller's thread, backward calls on
+// autograd threads), serialised by the Tracer's internal mutex, which is HELD during the call. So
+// an implementation must be quick, must never block (hand the event to a bounded queue and return)
+// and must never call back into the Tracer. It must not throw. Never called in a forked child.
+class EventSink {
+ public:
+  using LayerId = TraceAggregator::LayerId;
+  virtual ~EventSink() = default;
+  // A layer was declared (also replayed for every layer already declared when the sink is set).
+  virtual void OnLayerDeclared(LayerId layer, const LayerInfo& info) = 0;
+  // A forward/backward sample was aggregated for `layer` at `step` (the root call's index).
+  virtual void OnForward(LayerId layer, int64_t step, const ForwardSample& sample) = 0;
+  virtual void OnBackward(LayerId layer, int64_t step, const BackwardSample& sample) = 0;
+  // The session's NaN origin was determined (at most once per Start()).
+  virtual void OnNanOrigin(const NanOrigin& origin) = 0;
+};
+
+// Per-node backward bookkeeping; defined in tracer.cc.
+struct NodeListeners;
+struct BackwardCall;
+
+class Tracer : public std::enable_shared_from_this<Tracer> {
+ public:
+  using LayerId = TraceAggregator::LayerId;
+  // Identifies one call between BeginCall and EndCall/AbortCall. kNoCall: not traced.
+  using CallId = int64_t;
+  static constexpr LayerId kNoLayer = -1;
+  static constexpr CallId kNoCall = 0;
+
+  // InvalidArgument if the thresholds do not Validate().
+  static absl::StatusOr<std::shared_ptr<Tracer>> Create(TracerOptions options,
+                                                        TraceMetadata metadata);
+  ~Tracer();
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // Declares a layer (see TraceAggregator::DeclareLayer). Layers may be declared at any time.
+  absl::StatusOr<LayerId> DeclareLayer(const LayerInfo& info);
+
+  // Starts recording with a clean slate: observations, steps, NaN origin, hook errors and
+  // registered backward hooks of an earlier Start() are forgotten (layers and metadata are kept).
+  // FailedPrecondition if already started; also in a forked child.
+  absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops recording and removes the backward hooks still attached to live autograd nodes.
+  // Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  bool active() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Forward hook entry points. `layer` is the declared layer the call is recorded under, or
+  // kNoLayer for a call that is only observed (the root of a model with children): it still
+  // counts steps (is_root), checks the model input for NaN/Inf and feeds the statistics cache.
+  // Returns kNoCall when not recording; EndCall/AbortCall accept kNoCall and do nothing.
+  CallId BeginCall(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void EndCall(CallId call, absl::Span<const at::Tensor> outputs) ABSL_LOCKS_EXCLUDED(mu_);
+  // EndCall with the call's end given: for a front door that learns a call ended only after the
+  // fact (the libtorch door closes a module call at the next operator, and passes the end of the
+  // call's last operator). `end` must not precede the call's BeginCall.
+  void EndCall(CallId call, absl::Span<const at::Tensor> outputs,
+               std::chrono::steady_clock::time_point end) ABSL_LOCKS_EXCLUDED(mu_);
+  // The call raised: forget it without recording a sample.
+  void AbortCall(CallId call) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The trace so far, without anomalies; metadata carries nan_origin and extra["hook_errors"].
+  TraceRecord Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Snapshot() with total_time_ms set and `warnings` = DetectAnomalies(record, thresholds).
+  absl::StatusOr<TraceRecord> Finalize(std::optional<double> total_time_ms) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  void SetMetadata(TraceMetadata metadata);
+  const TracerOptions& options() const { return options_; }
+
+  // Sets (or, with nullptr, removes) the sink that receives every declaration, sample and NaN
+  // origin from now on; layers already declared are replayed to it first. The Tracer keeps a
+  // reference until the sink is replaced. No-op in a forked child.
+  void SetEventSink(std::shared_ptr<EventSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Counts (and logs once per `cause`) an error in a front door's hook path.
+  void RecordHookError(std::string_view cause, std::string_view message) ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t hook_errors() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Root calls begun since Start() (the number of forward passes).
+  int64_t steps() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Tensors reduced (statistics computed) since Start(); cache hits are not counted.
+  int64_t tensor_reductions() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<NanOrigin> nan_origin() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Backward entry points, called by the hooks this class registers (public for them only).
+  void OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& grads)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnNodeDone(NodeListeners& node) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct CallState {
+    LayerId layer = kNoLayer;
+    bool is_root = false;
+    bool in_use = false;
+    uint32_t generation = 0;
+    std::vector<TensorInfo> inputs;
+    bool inputs_finite = true;
+    bool inputs_have_nan = false;
+    int64_t step = 0;
+    Clock::time_point start;
+    // Gradient edge of the first input that requires grad, captured before the call ran.
+    std::shared_ptr<torch::autograd::Node> input_node;
+    uint32_t input_nr = 0;
+    // CUDA only (see cuda_support.h): memory before the call and event timing.
+    std::optional<c10::Device> cuda_device;
+    std::optional<DeviceMemory> mem_before;
+    std::unique_ptr<DeviceTimer> timer;
+  };
+
+  // A CUDA forward sample waiting for its end event before it is aggregated.
+  struct PendingForward {
+    LayerId layer;
+    int64_t step = 0;
+    ForwardSample sample;
+    std::unique_ptr<DeviceTimer> timer;
+  };
+
+  struct CacheEntry {
+    // Keeps the TensorImpl's address from being reused while cached (not its storage).
+    c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> pin{
+        c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+    uint32_t version = 0;
+    int64_t storage_offset = 0;
+    const void* data = nullptr;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    TensorStats stats;
+  };
+
+  Tracer(TracerOptions options, TraceMetadata metadata);
+
+  bool ForkedChild() const;
+  bool Recording() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountError(std::string_view cause, std::string_view message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Describes `t`, reducing it unless this forward already did.
+  TensorInfo Describe(const at::Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  CallState* FindCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns the listener set of `node`, attaching our pre-hook (and post-hook if asked) once.
+  std::shared_ptr<NodeListeners> ListenersFor(const std::shared_ptr<torch::autograd::Node>& node,
+                                              bool need_post_hook)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RegisterBackward(CallState& call, const at::Tensor& output)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DetachHooks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a forward sample to the sink, then aggregates it.
+  absl::Status AddForwardSample(LayerId layer, int64_t step, ForwardSample sample) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TraceRecord SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aggregates pending CUDA samples, in call order, whose events completed (all, when `wait`).
+  void DrainPending(bool wait) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const TracerOptions options_;
+  const StatsMode stats_mode_;
+  const uint64_t fork_epoch_;  // Fork count at creation; a different value means a forked child.
+
+  // Thread-safe itself; mutable so that const snapshots can first drain pending CUDA samples.
+  mutable TraceAggregator aggregator_;
+
+  mutable absl::Mutex mu_;
+  bool active_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // Start() count; stale backward hooks compare it.
+  std::vector<std::string> layer_names_ ABSL_GUARDED_BY(mu_);               // full_name by LayerId.
+  std::vector<std::optional<LayerInfo>> layer_infos_ ABSL_GUARDED_BY(mu_);  // For sink replay.
+  std::shared_ptr<EventSink> sink_ ABSL_GUARDED_BY(mu_);
+  std::vector<CallState> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_calls_ ABSL_GUARDED_BY(mu_);
+  int32_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t tensor_reductions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
+  // First layer of the current root forward that saw a non-finite input (fallback origin).
+  std::optional<NanOrigin> origin_candidate_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const c10::TensorImpl*, CacheEntry> stats_cache_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const torch::autograd::Node*, std::weak_ptr<NodeListeners>> nodes_
+      ABSL_GUARDED_BY(mu_);
+  size_t prune_nodes_at_ ABSL_GUARDED_BY(mu_);
+  mutable std::vector<PendingForward> pending_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tracetorch::agent
+
+#endif  // TRACETORCH_AGENT_TRACER_H_
