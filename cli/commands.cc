@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,12 +15,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "cli/filter.h"
 #include "cli/render.h"
 #include "cli/source.h"
 #include "cli/watch.h"
+#include "client/daemon_client.h"
+#include "client/record_proto.h"
+#include "client/service_client.h"
 #include "trace/anomaly.h"
 #include "trace/diff.h"
 #include "trace/json.h"
@@ -73,6 +79,17 @@ struct DiffArgs {
   std::string current;
   DiffThresholds thresholds;
   bool json = false;
+};
+
+struct SessionsArgs {
+  std::string remote;
+  bool json = false;
+};
+
+struct SnapshotArgs {
+  std::string session;
+  std::string output;
+  std::string remote;
 };
 
 struct WatchArgs {
@@ -203,7 +220,144 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
   return kExitOk;
 }
 
+// ---- Remote (tracetorchd) -------------------------------------------------------------------
+
+// Connects to the daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
+absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> ConnectRemote(
+    const std::string& remote) {
+  return client::TraceServiceClient::Create(remote.empty() ? DefaultRemoteAddress() : remote,
+                                            absl::Seconds(5));
+}
+
+// One line for a failed RPC: the daemon is not there, or the session is unknown.
+std::string DescribeRemoteError(const absl::Status& status, const std::string& address) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::StrCat("cannot reach tracetorchd at ", address, ": ", status.message(),
+                          " (is the daemon running? see --remote)");
+    default:
+      return std::string(status.message());
+  }
+}
+
+std::string StateName(v1::SessionState state) {
+  switch (state) {
+    case v1::SESSION_STATE_LIVE:
+      return "live";
+    case v1::SESSION_STATE_FINISHED:
+      return "finished";
+    case v1::SESSION_STATE_ABORTED:
+      return "aborted";
+    default:
+      return "unknown";
+  }
+}
+
+std::string FormatStart(int64_t unix_ns) {
+  if (unix_ns <= 0) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());
+}
+
+std::string SessionsToJson(const v1::ListSessionsResponse& list) {
+  std::string out = "[";
+  bool first = true;
+  for (const v1::SessionInfo& s : list.sessions()) {
+    const v1::ProcessIdentity& id = s.identity();
+    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"session_id\": ");
+    first = false;
+    AppendJsonString(s.session_id(), &out);
+    absl::StrAppend(&out, ", \"state\": ");
+    AppendJsonString(StateName(s.state()), &out);
+    absl::StrAppend(&out, ", \"pid\": ", id.pid(), ", \"host\": ");
+    AppendJsonString(id.host(), &out);
+    auto optional_int = [&out](const char* key, bool has, int32_t value) {
+      absl::StrAppend(&out, ", \"", key, "\": ", has ? absl::StrCat(value) : "null");
+    };
+    optional_int("rank", id.has_rank(), id.rank());
+    optional_int("local_rank", id.has_local_rank(), id.local_rank());
+    optional_int("world_size", id.has_world_size(), id.world_size());
+    absl::StrAppend(&out, ", \"job_id\": ");
+    AppendJsonString(id.job_id(), &out);
+    absl::StrAppend(&out, ", \"model\": ");
+    AppendJsonString(id.model_name(), &out);
+    absl::StrAppend(&out, ", \"started\": ");
+    AppendJsonString(FormatStart(s.started_unix_ns()), &out);
+    absl::StrAppend(&out, ", \"started_unix_ns\": ", s.started_unix_ns(),
+                    ", \"ended_unix_ns\": ", s.ended_unix_ns(), ", \"events\": ", s.events(),
+                    ", \"dropped_events\": ", s.dropped_events(),
+                    ", \"rejected_events\": ", s.rejected_events(), "}");
+  }
+  absl::StrAppend(&out, first ? "]" : "\n]");
+  return out;
+}
+
+std::string SessionsToText(const v1::ListSessionsResponse& list) {
+  if (list.sessions_size() == 0) return "no sessions\n";
+  std::string out = absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s\n", "SESSION", "STATE",
+                                    "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED");
+  for (const v1::SessionInfo& s : list.sessions()) {
+    const v1::ProcessIdentity& id = s.identity();
+    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n", s.session_id(),
+                          StateName(s.state()), id.pid(),
+                          id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
+                          id.model_name().empty() ? std::string("-") : id.model_name(),
+                          FormatStart(s.started_unix_ns()), s.events(), s.dropped_events());
+  }
+  return out;
+}
+
+int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
+  const std::string address = args.remote.empty() ? DefaultRemoteAddress() : args.remote;
+  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> rpc = ConnectRemote(args.remote);
+  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
+  absl::StatusOr<v1::ListSessionsResponse> list = (*rpc)->ListSessions();
+  if (!list.ok()) return Fail(env, DescribeRemoteError(list.status(), address));
+  if (args.json) {
+    PrintJson(SessionsToJson(*list), env);
+  } else {
+    *env.out << SessionsToText(*list);
+    env.out->flush();
+  }
+  return kExitOk;
+}
+
+int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
+  const std::string address = args.remote.empty() ? DefaultRemoteAddress() : args.remote;
+  if (args.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
+  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> rpc = ConnectRemote(args.remote);
+  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
+  absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(args.session);
+  if (!snapshot.ok()) {
+    if (snapshot.status().code() == absl::StatusCode::kNotFound) {
+      return Fail(env,
+                  absl::StrCat("unknown session '", args.session, "' (see 'tracetorch sessions')"));
+    }
+    return Fail(env, DescribeRemoteError(snapshot.status(), address));
+  }
+  const TraceRecord record = FromProto(snapshot->record());
+  if (args.output.empty()) {
+    PrintJson(TraceToJson(record), env);
+    return kExitOk;
+  }
+  if (absl::Status s = WriteTraceFile(args.output, record); !s.ok()) {
+    return Fail(env, absl::StrCat(args.output, ": ", s.message()));
+  }
+  return kExitOk;
+}
+
 }  // namespace
+
+std::string DefaultRemoteAddress() {
+  if (const char* rpc = std::getenv("TRACETORCH_DAEMON_RPC"); rpc != nullptr && rpc[0] != '\0') {
+    return rpc;
+  }
+  absl::StatusOr<std::string> ingest = client::ParseDaemonAddress(client::DefaultDaemonAddress());
+  if (!ingest.ok()) return client::DefaultServiceAddress();
+  const size_t slash = ingest->rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : ingest->substr(0, slash);
+  return absl::StrCat(dir.empty() ? "" : dir, "/tracetorchd-rpc.sock");
+}
 
 Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color) {
   if (color == "always") return Style::Rich();
@@ -259,6 +413,23 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
   watch->add_flag("--recompute", watch_args.recompute,
                   "Re-run anomaly detection instead of showing the stored anomalies");
 
+  SessionsArgs sessions_args;
+  CLI::App* sessions =
+      app.add_subcommand("sessions", "List the sessions tracetorchd knows (live and past)");
+  sessions->add_option("--remote", sessions_args.remote,
+                       "The daemon's TraceService socket (default: tracetorchd-rpc.sock beside "
+                       "the agents' socket, $TRACETORCH_DAEMON; or $TRACETORCH_DAEMON_RPC)");
+  sessions->add_flag("--json", sessions_args.json, "Print the sessions as JSON");
+
+  SnapshotArgs snapshot_args;
+  CLI::App* snapshot = app.add_subcommand(
+      "snapshot", "Fetch a daemon session's trace as JSON (for inspect and diff)");
+  snapshot->add_option("session", snapshot_args.session, "Session id, or 'latest'")->required();
+  snapshot->add_option("-o,--output", snapshot_args.output,
+                       "Write the trace to FILE (atomically) instead of stdout");
+  snapshot->add_option("--remote", snapshot_args.remote,
+                       "The daemon's TraceService socket (default as for 'sessions')");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -282,6 +453,8 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
   if (summary->parsed()) return RunSummary(summary_args, style, env);
   if (diff->parsed()) return RunDiff(diff_args, style, env);
   if (watch->parsed()) return RunWatch(watch_args, style, env);
+  if (sessions->parsed()) return RunSessions(sessions_args, env);
+  if (snapshot->parsed()) return RunSnapshot(snapshot_args, env);
 
   *env.err << app.help();
   return kExitUsage;

@@ -1,14 +1,16 @@
 // The `tracetorch` command line: argument parsing (CLI11) and the subcommands inspect, summary,
-// diff and watch. main.cc is a thin wrapper over RunTracetorch, so the whole command can run
+// diff and watch (trace files), sessions and snapshot (a running tracetorchd, over its gRPC
+// TraceService). main.cc is a thin wrapper over RunTracetorch, so the whole command can run
 // in-process.
 //
 // Exit codes: 0 success; 1 `diff` found a warning or critical entry; 2 a usage error or an
-// unreadable or invalid input, reported as ONE line on stderr ("tracetorch: nope.json: file not
-// found").
+// unreadable or invalid input, an unreachable daemon or an unknown session, reported as ONE line
+// on stderr ("tracetorch: nope.json: file not found").
 #ifndef TRACETORCH_CLI_COMMANDS_H_
 #define TRACETORCH_CLI_COMMANDS_H_
 
 #include <ostream>
+#include <string>
 #include <string_view>
 
 #include "cli/text.h"
@@ -36,6 +38,11 @@ struct CliEnvironment {
 // Rich output for --color=always, or for "auto" on a terminal without NO_COLOR; plain otherwise.
 // REQUIRES: color is "auto", "always" or "never".
 Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color);
+
+// The TraceService address `sessions` and `snapshot` use without --remote: $TRACETORCH_DAEMON_RPC
+// when set, else tracetorchd-rpc.sock in the folder of the agents' socket
+// (client::DefaultDaemonAddress(), which honours $TRACETORCH_DAEMON).
+std::string DefaultRemoteAddress();
 
 // Runs `tracetorch` with argv[0..argc) and returns the exit code.
 int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env);

@@ -1,0 +1,80 @@
+// `tracetorch sessions` and `tracetorch snapshot` without a daemon: one clear line and exit 2.
+// The commands against a real tracetorchd are tested end to end in
+// agent/python/tests/test_daemon_stream.py.
+#include <stdlib.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tracetorch::cli {
+namespace {
+
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+Result RunCli(std::vector<std::string> args) {
+  args.insert(args.begin(), "tracetorch");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  std::ostringstream out;
+  std::ostringstream err;
+  CliEnvironment env{.out = &out, .err = &err, .wait = [](absl::Duration) { return false; }};
+  Result result;
+  result.code = RunTracetorch(static_cast<int>(argv.size()), argv.data(), env);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+std::string MissingSocket() {
+  return ::testing::TempDir() + "/no-such-dir-tracetorch/tracetorchd-rpc.sock";
+}
+
+TEST(RemoteCommands, SessionsWithoutDaemonIsOneLineAndExit2) {
+  const Result r = RunCli({"sessions", "--remote", MissingSocket()});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, StartsWith("tracetorch: cannot reach tracetorchd at "));
+  EXPECT_THAT(r.err, EndsWith("\n"));
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+TEST(RemoteCommands, SnapshotWithoutDaemonIsOneLineAndExit2) {
+  const Result r = RunCli({"snapshot", "latest", "--remote", MissingSocket(), "-o", "/dev/null"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach tracetorchd"));
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+}
+
+TEST(RemoteCommands, SnapshotNeedsASession) {
+  const Result r = RunCli({"snapshot"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("session"));
+}
+
+TEST(RemoteCommands, DefaultRemoteIsBesideTheAgentSocket) {
+  unsetenv("TRACETORCH_DAEMON_RPC");
+  setenv("TRACETORCH_DAEMON", "/tmp/tt-test/d.sock", 1);
+  EXPECT_EQ(DefaultRemoteAddress(), "/tmp/tt-test/tracetorchd-rpc.sock");
+  setenv("TRACETORCH_DAEMON", "unix:///tmp/tt-test2/x.sock", 1);
+  EXPECT_EQ(DefaultRemoteAddress(), "/tmp/tt-test2/tracetorchd-rpc.sock");
+  setenv("TRACETORCH_DAEMON_RPC", "/tmp/elsewhere/rpc.sock", 1);
+  EXPECT_EQ(DefaultRemoteAddress(), "/tmp/elsewhere/rpc.sock");
+  unsetenv("TRACETORCH_DAEMON_RPC");
+  unsetenv("TRACETORCH_DAEMON");
+}
+
+}  // namespace
+}  // namespace tracetorch::cli
