@@ -1,0 +1,183 @@
+// The libtorch front door of tracetorch: trace a TorchScript module (torch::jit::Module) or a
+// C++-frontend module (torch::nn::Module) in a program without Python.
+//
+// libtorch's C++ modules have no forward hooks, so a session captures ATen operators with
+// thread-local at::RecordFunction callbacks and attributes each one to a module:
+//  - TorchScript: exactly, from the interpreter's module hierarchy of the running instruction
+//    (residual adds and other inline code included). Calls, latency, tensors and statistics are
+//    those of each module call.
+//  - C++ frontend: an operator that takes a parameter or buffer belongs to the module that owns it
+//    (and to that module's ancestors). A module call spans from its first to its last such
+//    operator; consecutive runs merge. Parameter-free modules (ReLU, Dropout, pooling, a residual
+//    add in a block's forward) get no call of their own unless their forward() holds a
+//    ModuleScope, which gives exact boundaries. See README "libtorch front door" for the rules.
+// The record, JSON, anomalies and NaN origin are the ones the Python front door produces: both
+// drive the same engine.
+//
+// Example (TorchScript):
+//   torch::jit::Module model = torch::jit::load("model.pt");
+//   tracetorch::TraceSessionOptions options;
+//   options.model_name = "resnet";
+//   absl::StatusOr<std::unique_ptr<tracetorch::TraceSession>> session =
+//       tracetorch::TraceSession::Create(model, options);
+//   if (!session.ok()) return session.status();
+//   {
+//     tracetorch::ScopedTrace trace(**session);  // Start() now, Stop() at the end of the block.
+//     for (auto& batch : batches) model.forward({batch});
+//   }
+//   std::cout << (*session)->Summary();
+//   absl::Status s = (*session)->Export("trace.json");
+//
+// Threads: callbacks are installed on the thread that calls Start() and see only the operators of
+// that thread (and the backward pass it runs); other threads' work is not traced, and nothing is
+// installed while no session is active. Start() and Stop() must be called on the same thread; the
+// result accessors may be called from any thread.
+//
+// Errors: nothing here throws. API errors are absl::Status; failures inside callbacks are counted
+// in the record's metadata "hook_errors" and logged once per cause.
+#ifndef TRACETORCH_TRACE_SESSION_H_
+#define TRACETORCH_TRACE_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "trace/anomaly.h"
+#include "trace/record.h"
+
+namespace torch::jit {
+struct Module;
+}  // namespace torch::jit
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace tracetorch {
+
+namespace libtorch_internal {
+class CaptureEngine;
+}  // namespace libtorch_internal
+
+// Mirrors the keyword arguments of the Python TraceSession.
+struct TraceSessionOptions {
+  // false: only NaN/Inf counts are computed (NaN detection keeps working, cheaply).
+  bool capture_stats = true;
+  // Recorded in the metadata; empty: the module's class name.
+  std::string model_name;
+  Thresholds thresholds;
+  // When set, the trace so far is written there (atomically) every `watch_interval`, and once more,
+  // with anomalies, at Stop().
+  std::string watch_path;
+  absl::Duration watch_interval = absl::Seconds(1);  // At least 100 ms.
+  // When set (a socket path or unix:// address), each Start()..Stop() block is also streamed to
+  // tracetorchd there. Never waits for the daemon: when it is away the events are dropped and
+  // counted, and the embedded record is unaffected. Stop() waits at most 1 s for the stream's end.
+  std::string daemon_address;
+};
+
+class TraceSession {
+ public:
+  // Creates a session over `module`; nothing is traced until Start(). The module must outlive the
+  // session. Layers are the module's named submodules (a module without submodules records
+  // itself). InvalidArgument for bad options (thresholds, watch interval, a malformed daemon
+  // address).
+  static absl::StatusOr<std::unique_ptr<TraceSession>> Create(const torch::jit::Module& module,
+                                                              TraceSessionOptions options = {});
+  static absl::StatusOr<std::unique_ptr<TraceSession>> Create(const torch::nn::Module& module,
+                                                              TraceSessionOptions options = {});
+
+  TraceSession(const TraceSession&) = delete;
+  TraceSession& operator=(const TraceSession&) = delete;
+  // Stops the session if it is active (see Stop()).
+  ~TraceSession();
+
+  // Starts a clean trace on the calling thread. FailedPrecondition if this session is already
+  // active or another session is active on this thread; InvalidArgument/PermissionDenied/... from
+  // the watch file setup.
+  absl::Status Start();
+  // Stops tracing, finalises the record (anomalies, total time) and writes the final watch file.
+  // Idempotent. FailedPrecondition when called on another thread than Start() (the session keeps
+  // running then; stop it from its own thread).
+  absl::Status Stop();
+  bool active() const;
+
+  // The finished record (after Stop()), or the trace so far while active.
+  TraceRecord record() const;
+  // The anomalies of record().
+  std::vector<Anomaly> anomalies() const;
+  // Writes record() as JSON (atomically), in the layout `tracetorch inspect` reads.
+  absl::Status Export(const std::string& path) const;
+  // A short text report: model, layers, forward passes, parameters, time, NaN origin, anomalies.
+  std::string Summary() const;
+
+  // Forward passes (root calls) of the current or last trace.
+  int64_t steps() const;
+  // Failures counted inside callbacks (also in record().metadata.extra["hook_errors"]).
+  int64_t hook_errors() const;
+
+ private:
+  struct Impl;
+  explicit TraceSession(std::unique_ptr<Impl> impl);
+  static absl::StatusOr<std::unique_ptr<TraceSession>> Finish(std::unique_ptr<Impl> impl,
+                                                              const TraceSessionOptions& options);
+  std::unique_ptr<Impl> impl_;
+};
+
+// RAII: Start() on construction, Stop() on destruction.
+//   tracetorch::ScopedTrace trace(*session);
+//   if (!trace.status().ok()) ...
+class ScopedTrace {
+ public:
+  explicit ScopedTrace(TraceSession& session);
+  ~ScopedTrace();
+  ScopedTrace(const ScopedTrace&) = delete;
+  ScopedTrace& operator=(const ScopedTrace&) = delete;
+  // The result of Start(); when not ok, the destructor does nothing.
+  const absl::Status& status() const { return status_; }
+
+ private:
+  TraceSession& session_;
+  absl::Status status_;
+};
+
+// Exact attribution for a C++-frontend module call: put one at the top of a forward().
+//
+//   torch::Tensor BlockImpl::forward(torch::Tensor x) {
+//     tracetorch::ModuleScope scope(*this);     // This module's call, exactly.
+//     auto y = torch::relu(conv1(x));
+//     { tracetorch::ModuleScope add(*this, "residual");  // A custom block, recorded as a layer
+//       y = y + x; }                                       // "<this module>.residual".
+//     return y;
+//   }
+//
+// Every operator run while the scope lives belongs to that module (or, when it takes a parameter
+// of one of its descendants, to that descendant); the call spans from the first to the last such
+// operator and ends when the scope ends. A scope on the root module also marks the forward pass:
+// operators outside any scope are then ignored (an L2 penalty computed from weights, say).
+//
+// Costs one thread-local read when no session is active on this thread, and does nothing for
+// modules that are not part of the traced model or for TorchScript sessions. Never throws.
+// REQUIRES: destroyed on the thread that created it, in LIFO order with other scopes.
+class ModuleScope {
+ public:
+  explicit ModuleScope(const torch::nn::Module& module);
+  explicit ModuleScope(const torch::nn::Module* module);
+  ModuleScope(const torch::nn::Module& module, std::string_view block_name);
+  ~ModuleScope();
+  ModuleScope(const ModuleScope&) = delete;
+  ModuleScope& operator=(const ModuleScope&) = delete;
+
+ private:
+  libtorch_internal::CaptureEngine* engine_ = nullptr;
+  uint64_t epoch_ = 0;
+  int32_t token_ = -1;
+};
+
+}  // namespace tracetorch
+
+#endif  // TRACETORCH_TRACE_SESSION_H_

@@ -1,0 +1,390 @@
+#include "tracetorch/trace_session.h"
+
+#include <ATen/Context.h>
+#include <sys/utsname.h>
+#include <torch/csrc/api/include/torch/nn/module.h>
+#include <torch/csrc/api/include/torch/version.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/daemon_sink.h"
+#include "agent/libtorch/capture_engine.h"
+#include "agent/libtorch/module_tree.h"
+#include "agent/log.h"
+#include "agent/tracer.h"
+#include "agent/watch_flusher.h"
+#include "client/daemon_client.h"
+#include "client/events.h"
+#include "trace/format.h"
+#include "trace/json.h"
+
+namespace tracetorch {
+
+using libtorch_internal::CaptureEngine;
+using libtorch_internal::ModuleTree;
+
+struct TraceSession::Impl {
+  // Constant after Create().
+  std::shared_ptr<agent::Tracer> tracer;
+  std::shared_ptr<CaptureEngine> engine;
+  TraceSessionOptions options;
+  TraceMetadata metadata;
+
+  // Touched by Start()/Stop() (the owner thread) and read by the accessors.
+  mutable absl::Mutex mu;
+  bool active ABSL_GUARDED_BY(mu) = false;
+  std::thread::id owner ABSL_GUARDED_BY(mu);
+  std::chrono::steady_clock::time_point started ABSL_GUARDED_BY(mu);
+  std::unique_ptr<agent::WatchFlusher> flusher ABSL_GUARDED_BY(mu);
+  std::shared_ptr<agent::DaemonSink> sink ABSL_GUARDED_BY(mu);
+  std::optional<TraceRecord> final_record ABSL_GUARDED_BY(mu);
+
+  // The finished record, or the trace so far with its anomalies.
+  absl::StatusOr<TraceRecord> Current() const {
+    {
+      absl::MutexLock lock(&mu);
+      if (final_record.has_value()) return *final_record;
+    }
+    return tracer->Finalize(std::nullopt);
+  }
+};
+
+namespace {
+
+std::string PlatformString() {
+  struct utsname u;
+  if (uname(&u) != 0) return "unknown";
+  return absl::StrCat(u.sysname, "-", u.release, "-", u.machine);
+}
+
+TraceMetadata MakeMetadata(const TraceSessionOptions& options, const std::string& type_name,
+                           std::optional<c10::Device> device) {
+  TraceMetadata m;
+  m.model_name = options.model_name.empty() ? type_name : options.model_name;
+  m.pytorch_version = TORCH_VERSION;
+  m.python_version = "N/A";
+  m.platform = PlatformString();
+  m.cuda_available = at::hasCUDA();
+  m.cuda_version = "N/A";
+  m.active_device = device.has_value() ? device->str() : "cpu";
+  m.extra.emplace_back("front_door", "\"libtorch\"");
+  return m;
+}
+
+constexpr absl::Duration kDaemonCloseWait = absl::Seconds(1);
+
+absl::Status ValidateOptions(const TraceSessionOptions& options) {
+  if (!options.daemon_address.empty()) {
+    if (absl::StatusOr<std::string> a = client::ParseDaemonAddress(options.daemon_address);
+        !a.ok()) {
+      return a.status();
+    }
+  }
+  if (!options.watch_path.empty() && options.watch_interval < agent::WatchFlusher::kMinInterval) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "watch_interval must be at least ", absl::FormatDuration(agent::WatchFlusher::kMinInterval),
+        ", got ", absl::FormatDuration(options.watch_interval)));
+  }
+  return options.thresholds.Validate();
+}
+
+}  // namespace
+
+TraceSession::TraceSession(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<TraceSession>> TraceSession::Finish(
+    std::unique_ptr<Impl> impl, const TraceSessionOptions& options) {
+  impl->options = options;
+  return std::unique_ptr<TraceSession>(new TraceSession(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<TraceSession>> TraceSession::Create(const torch::jit::Module& module,
+                                                                   TraceSessionOptions options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  try {
+    ModuleTree tree = ModuleTree::FromScript(module);
+    std::optional<c10::Device> device;
+    for (const auto& p : module.parameters(/*recurse=*/true)) {
+      device = p.device();
+      break;
+    }
+    TraceMetadata metadata = MakeMetadata(options, tree.root_type(), device);
+    absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer = agent::Tracer::Create(
+        agent::TracerOptions{options.capture_stats, options.thresholds}, metadata);
+    if (!tracer.ok()) return tracer.status();
+    if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
+    auto impl = std::make_unique<Impl>();
+    impl->tracer = *tracer;
+    impl->metadata = std::move(metadata);
+    impl->engine = std::make_shared<CaptureEngine>(
+        *tracer, std::move(tree), CaptureEngine::Mode::kTorchScript, module._ivalue().get());
+    return Finish(std::move(impl), options);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read the TorchScript module: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<TraceSession>> TraceSession::Create(const torch::nn::Module& module,
+                                                                   TraceSessionOptions options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  try {
+    ModuleTree tree = ModuleTree::FromCpp(module);
+    std::optional<c10::Device> device;
+    for (const auto& p : module.parameters(/*recurse=*/true)) {
+      device = p.device();
+      break;
+    }
+    TraceMetadata metadata = MakeMetadata(options, tree.root_type(), device);
+    absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer = agent::Tracer::Create(
+        agent::TracerOptions{options.capture_stats, options.thresholds}, metadata);
+    if (!tracer.ok()) return tracer.status();
+    if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
+    auto impl = std::make_unique<Impl>();
+    impl->tracer = *tracer;
+    impl->metadata = std::move(metadata);
+    impl->engine = std::make_shared<CaptureEngine>(*tracer, std::move(tree),
+                                                   CaptureEngine::Mode::kCppFrontend, nullptr);
+    return Finish(std::move(impl), options);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read the module: ", e.what()));
+  }
+}
+
+TraceSession::~TraceSession() {
+  bool active;
+  bool same_thread;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    active = impl_->active;
+    same_thread = impl_->owner == std::this_thread::get_id();
+  }
+  if (!active) return;
+  if (same_thread) {
+    (void)Stop();
+    return;
+  }
+  // Only the starting thread can remove its callbacks: make them inert instead.
+  impl_->engine->Abandon();
+  std::unique_ptr<agent::WatchFlusher> flusher;
+  std::shared_ptr<agent::DaemonSink> sink;  // Closes (bounded wait) when this scope ends.
+  {
+    absl::MutexLock lock(&impl_->mu);
+    flusher = std::move(impl_->flusher);
+    sink = std::move(impl_->sink);
+    impl_->active = false;
+  }
+  if (flusher != nullptr) flusher->Stop();
+  impl_->tracer->SetEventSink(nullptr);
+  impl_->tracer->Stop();
+}
+
+absl::Status TraceSession::Start() {
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->active) return absl::FailedPreconditionError("this TraceSession is already active");
+  if (impl_->engine->abandoned()) {
+    return absl::FailedPreconditionError("this TraceSession was abandoned");
+  }
+  if (CaptureEngine::Current() != nullptr && !CaptureEngine::Current()->abandoned()) {
+    return absl::FailedPreconditionError(
+        "another tracetorch TraceSession is active on this thread; stop it first");
+  }
+  if (!impl_->options.daemon_address.empty()) {
+    // Streams this Start()..Stop() block to tracetorchd; never waits for the daemon.
+    agent::DaemonSinkOptions sink_options;
+    sink_options.client.address = impl_->options.daemon_address;
+    client::ProcessIdentity id = client::CurrentProcessIdentity();
+    const TraceMetadata& m = impl_->metadata;
+    id.model_name = m.model_name;
+    id.torch_version = m.pytorch_version;
+    id.platform = m.platform;
+    id.cuda_available = m.cuda_available;
+    id.cuda_version = m.cuda_version;
+    id.active_device = m.active_device;
+    sink_options.client.identity = std::move(id);
+    absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
+        agent::DaemonSink::Create(std::move(sink_options));
+    if (!sink.ok()) return sink.status();
+    impl_->sink = *std::move(sink);
+  }
+  if (absl::Status s = impl_->tracer->Start(); !s.ok()) {
+    impl_->sink.reset();
+    return s;
+  }
+  if (impl_->sink != nullptr) impl_->tracer->SetEventSink(impl_->sink);
+  if (absl::Status s = impl_->engine->Install(); !s.ok()) {
+    impl_->tracer->SetEventSink(nullptr);
+    impl_->sink.reset();
+    impl_->tracer->Stop();
+    return s;
+  }
+  if (!impl_->options.watch_path.empty()) {
+    std::weak_ptr<agent::Tracer> weak = impl_->tracer;
+    absl::StatusOr<std::unique_ptr<agent::WatchFlusher>> flusher = agent::WatchFlusher::Start(
+        impl_->options.watch_path, impl_->options.watch_interval, [weak]() -> TraceRecord {
+          if (std::shared_ptr<agent::Tracer> t = weak.lock()) return t->Snapshot();
+          return TraceRecord{};
+        });
+    if (!flusher.ok()) {
+      impl_->engine->Uninstall();
+      impl_->tracer->SetEventSink(nullptr);
+      impl_->sink.reset();
+      impl_->tracer->Stop();
+      return flusher.status();
+    }
+    impl_->flusher = *std::move(flusher);
+  }
+  impl_->final_record.reset();
+  impl_->owner = std::this_thread::get_id();
+  impl_->started = std::chrono::steady_clock::now();
+  impl_->active = true;
+  return absl::OkStatus();
+}
+
+absl::Status TraceSession::Stop() {
+  std::unique_ptr<agent::WatchFlusher> flusher;
+  std::shared_ptr<agent::DaemonSink> sink;
+  std::chrono::steady_clock::time_point started;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (!impl_->active) return absl::OkStatus();
+    if (impl_->owner != std::this_thread::get_id()) {
+      return absl::FailedPreconditionError(
+          "TraceSession::Stop() must be called on the thread that called Start()");
+    }
+    impl_->engine->Uninstall();
+    flusher = std::move(impl_->flusher);
+    sink = std::move(impl_->sink);
+    started = impl_->started;
+    impl_->active = false;
+  }
+  const double total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  if (flusher != nullptr) flusher->Stop();  // Outside the lock: a flush may be in progress.
+  impl_->tracer->Stop();
+  if (sink != nullptr) {
+    impl_->tracer->SetEventSink(nullptr);
+    // The embedded record is complete either way; a daemon that is away only loses the stream.
+    if (absl::Status s = sink->Close(total_ms, static_cast<uint64_t>(impl_->tracer->hook_errors()),
+                                     kDaemonCloseWait);
+        !s.ok()) {
+      agent::WarnOnce(
+          "libtorch_daemon_close",
+          absl::StrCat("tracetorch: the daemon stream did not complete: ", s.ToString()));
+    }
+  }
+  absl::StatusOr<TraceRecord> record = impl_->tracer->Finalize(total_ms);
+  if (!record.ok()) return record.status();
+  absl::Status written = absl::OkStatus();
+  if (flusher != nullptr) written = WriteTraceFile(impl_->options.watch_path, *record);
+  absl::MutexLock lock(&impl_->mu);
+  impl_->final_record = *std::move(record);
+  return written;
+}
+
+bool TraceSession::active() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->active;
+}
+
+TraceRecord TraceSession::record() const {
+  absl::StatusOr<TraceRecord> r = impl_->Current();
+  return r.ok() ? *std::move(r) : impl_->tracer->Snapshot();
+}
+
+std::vector<Anomaly> TraceSession::anomalies() const { return record().warnings; }
+
+absl::Status TraceSession::Export(const std::string& path) const {
+  absl::StatusOr<TraceRecord> r = impl_->Current();
+  if (!r.ok()) return r.status();
+  return WriteTraceFile(path, *r);
+}
+
+int64_t TraceSession::steps() const { return impl_->tracer->steps(); }
+
+int64_t TraceSession::hook_errors() const { return impl_->tracer->hook_errors(); }
+
+std::string TraceSession::Summary() const {
+  const TraceRecord r = record();
+  int64_t params = 0;
+  for (const LayerTrace& l : r.layers) params += l.params;
+  std::string out = "TraceSession summary\n";
+  auto row = [&out](std::string_view key, std::string_view value) {
+    absl::StrAppend(&out, "  ", std::string(key),
+                    std::string(16 - std::min<size_t>(16, key.size()), ' '), std::string(value),
+                    "\n");
+  };
+  row("Model", r.metadata.model_name.empty() ? "<unnamed>" : r.metadata.model_name);
+  row("PyTorch", r.metadata.pytorch_version);
+  row("Device", r.metadata.active_device);
+  row("Layers", absl::StrCat(r.layers.size()));
+  row("Forward passes", absl::StrCat(steps()));
+  row("Parameters", FormatCount(params));
+  row("Execution time",
+      r.metadata.total_time_ms ? FormatMs(*r.metadata.total_time_ms) : std::string("running"));
+  if (r.metadata.nan_origin) {
+    row("NaN origin",
+        absl::StrCat(r.metadata.nan_origin->layer, " (step ", r.metadata.nan_origin->step, ")"));
+  }
+  if (const int64_t errors = hook_errors(); errors > 0) row("Hook errors", absl::StrCat(errors));
+  if (r.warnings.empty()) {
+    absl::StrAppend(&out, "  Anomalies       none\n");
+  } else {
+    absl::StrAppend(&out, "  Anomalies       ", r.warnings.size(), "\n");
+    for (const Anomaly& a : r.warnings) {
+      absl::StrAppend(&out, "    [", std::string(ToString(a.severity)), "] ", a.layer, ": ",
+                      a.message, "\n");
+    }
+  }
+  return out;
+}
+
+// ---- ScopedTrace ----------------------------------------------------------------------------
+
+ScopedTrace::ScopedTrace(TraceSession& session) : session_(session), status_(session.Start()) {}
+
+ScopedTrace::~ScopedTrace() {
+  if (status_.ok()) (void)session_.Stop();
+}
+
+// ---- ModuleScope ----------------------------------------------------------------------------
+
+ModuleScope::ModuleScope(const torch::nn::Module& module) : ModuleScope(&module) {}
+
+ModuleScope::ModuleScope(const torch::nn::Module* module) {
+  CaptureEngine* engine = CaptureEngine::Current();
+  if (engine == nullptr || module == nullptr) return;
+  token_ = engine->PushScope(module, {});
+  if (token_ >= 0) {
+    engine_ = engine;
+    epoch_ = engine->epoch();
+  }
+}
+
+ModuleScope::ModuleScope(const torch::nn::Module& module, std::string_view block_name) {
+  CaptureEngine* engine = CaptureEngine::Current();
+  if (engine == nullptr) return;
+  token_ = engine->PushScope(&module, block_name.empty() ? std::string_view("block") : block_name);
+  if (token_ >= 0) {
+    engine_ = engine;
+    epoch_ = engine->epoch();
+  }
+}
+
+ModuleScope::~ModuleScope() {
+  if (engine_ == nullptr) return;
+  CaptureEngine* engine = CaptureEngine::Current();
+  if (engine == engine_ && engine->epoch() == epoch_) engine->PopScope(token_);
+}
+
+}  // namespace tracetorch
