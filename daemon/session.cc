@@ -232,7 +232,15 @@ BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
           absl::StrCat("event for undeclared layer id ", wire, " in session ", id_));
     }
   };
-  for (const v1::ForwardEvent& e : batch.forward()) {
+  // A batch holds many calls of each layer, and a record keeps only the latest call's tensors:
+  // convert the tensors of each layer's last forward event alone (most of the ingest cost).
+  last_forward_in_batch_.assign(history_.size(), -1);
+  for (int i = 0; i < batch.forward_size(); ++i) {
+    const int32_t id = lookup(batch.forward(i).layer_id());
+    if (id >= 0) last_forward_in_batch_[static_cast<size_t>(id)] = i;
+  }
+  for (int i = 0; i < batch.forward_size(); ++i) {
+    const v1::ForwardEvent& e = batch.forward(i);
     const int32_t id = lookup(e.layer_id());
     if (id < 0) {
       reject(e.layer_id());
@@ -240,13 +248,22 @@ BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
     }
     ForwardSample s;
     s.latency_ms = Opt(e.has_latency_ms(), e.latency_ms());
-    s.inputs.reserve(static_cast<size_t>(e.inputs_size()));
-    for (const v1::TensorEvent& t : e.inputs()) s.inputs.push_back(TensorFromWire(t));
-    s.outputs.reserve(static_cast<size_t>(e.outputs_size()));
-    bool non_finite = false;
+    bool had_nan = false;
+    bool had_inf = false;
     for (const v1::TensorEvent& t : e.outputs()) {
-      non_finite = non_finite || t.stats().nan_count() > 0 || t.stats().inf_count() > 0;
-      s.outputs.push_back(TensorFromWire(t));
+      had_nan = had_nan || t.stats().nan_count() > 0;
+      had_inf = had_inf || t.stats().inf_count() > 0;
+    }
+    const bool non_finite = had_nan || had_inf;
+    if (last_forward_in_batch_[static_cast<size_t>(id)] == i) {
+      s.inputs.reserve(static_cast<size_t>(e.inputs_size()));
+      for (const v1::TensorEvent& t : e.inputs()) s.inputs.push_back(TensorFromWire(t));
+      s.outputs.reserve(static_cast<size_t>(e.outputs_size()));
+      for (const v1::TensorEvent& t : e.outputs()) s.outputs.push_back(TensorFromWire(t));
+    } else {
+      s.tensors_omitted = true;
+      s.outputs_had_nan = had_nan;
+      s.outputs_had_inf = had_inf;
     }
     s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
     s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());

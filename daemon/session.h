@@ -119,11 +119,14 @@ class Session {
   std::vector<int32_t> agg_ids_ ABSL_GUARDED_BY(mu_);  // Wire id -> aggregator id, -1 = none.
   std::vector<std::string> wire_names_ ABSL_GUARDED_BY(mu_);  // Wire id -> full_name.
   std::vector<LayerHistory> history_ ABSL_GUARDED_BY(mu_);    // By aggregator id.
-  uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;                  // Accepted (including restored).
-  uint64_t rejected_events_ ABSL_GUARDED_BY(mu_) = 0;         // Including restored.
-  uint64_t client_dropped_ ABSL_GUARDED_BY(mu_) = 0;          // Latest (monotonic) agent count.
-  uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;             // In flight across reconnects.
-  uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;       // Since the restore (gap accounting).
+  // Scratch for AddBatch, by aggregator id: index of the layer's last forward event in the batch
+  // being added (only that one's tensors are converted; the record keeps the latest tensors).
+  std::vector<int> last_forward_in_batch_ ABSL_GUARDED_BY(mu_);
+  uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;             // Accepted (including restored).
+  uint64_t rejected_events_ ABSL_GUARDED_BY(mu_) = 0;    // Including restored.
+  uint64_t client_dropped_ ABSL_GUARDED_BY(mu_) = 0;     // Latest (monotonic) agent count.
+  uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;        // In flight across reconnects.
+  uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;  // Since the restore (gap accounting).
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);

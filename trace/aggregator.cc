@@ -84,10 +84,15 @@ absl::Status TraceAggregator::AddForward(LayerId id, ForwardSample sample) {
   FoldLatency(sample.latency_ms, &t.latency_ms, &t.latency_ms_min, &t.latency_ms_max,
               &t.latency_ms_mean, &s.latency_sum, &s.latency_samples);
   ++t.forward_count;
-  if (AnyOutputHas(sample.outputs, &TensorStats::nan_count)) t.has_nan = true;
-  if (AnyOutputHas(sample.outputs, &TensorStats::inf_count)) t.has_inf = true;
-  t.inputs = std::move(sample.inputs);
-  t.outputs = std::move(sample.outputs);
+  if (sample.tensors_omitted) {
+    if (sample.outputs_had_nan) t.has_nan = true;
+    if (sample.outputs_had_inf) t.has_inf = true;
+  } else {
+    if (AnyOutputHas(sample.outputs, &TensorStats::nan_count)) t.has_nan = true;
+    if (AnyOutputHas(sample.outputs, &TensorStats::inf_count)) t.has_inf = true;
+    t.inputs = std::move(sample.inputs);
+    t.outputs = std::move(sample.outputs);
+  }
   t.fwd_mem_alloc_delta = sample.mem_alloc_delta;
   t.fwd_mem_reserved_delta = sample.mem_reserved_delta;
   if (s.first_seen < 0) s.first_seen = next_seen_++;

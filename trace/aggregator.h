@@ -1,12 +1,13 @@
 // Aggregation of per-call layer observations into a TraceRecord.
 //
 // One reusable piece for every keeper of a trace: the agent's embedded mode feeds it from module
-// hooks, the daemon feeds it from decoded wire events, and both must produce the same record for the
-// same run. Memory is bounded by the number of declared layers, never by the number of steps: each
-// layer keeps its latest tensors and running min/mean/max/count.
+// hooks, the daemon feeds it from decoded wire events, and both must produce the same record for
+// the same run. Memory is bounded by the number of declared layers, never by the number of steps:
+// each layer keeps its latest tensors and running min/mean/max/count.
 //
 // Rules:
-//  - Forward: latency_ms is the latest call; min/max/mean over all calls; forward_count counts calls;
+//  - Forward: latency_ms is the latest call; min/max/mean over all calls; forward_count counts
+//  calls;
 //    inputs/outputs are the latest call's; has_nan/has_inf become true once any output (or, for
 //    NaN/Inf counts, any output's stats) held one and stay true.
 //  - Backward: the same for bwd_latency_*/backward_count; grad_* are the latest backward's values;
@@ -49,6 +50,13 @@ struct ForwardSample {
   std::vector<TensorInfo> outputs;
   std::optional<int64_t> mem_alloc_delta;
   std::optional<int64_t> mem_reserved_delta;
+  // Set by a keeper that skips the tensors of a sample a later sample of the same layer supersedes
+  // (a record keeps only the latest call's tensors; the daemon does this within a batch). Then
+  // inputs/outputs are ignored, the layer keeps the tensors it has, and `outputs_had_nan` /
+  // `outputs_had_inf` carry the sample's non-finite flags in their place.
+  bool tensors_omitted = false;
+  bool outputs_had_nan = false;
+  bool outputs_had_inf = false;
 };
 
 // What one backward pass through a layer produced.
@@ -95,11 +103,11 @@ class TraceAggregator {
  private:
   struct LayerState {
     LayerTrace trace;
-    double latency_sum = 0;       // Over calls that had a latency.
+    double latency_sum = 0;  // Over calls that had a latency.
     int64_t latency_samples = 0;
     double bwd_latency_sum = 0;
     int64_t bwd_latency_samples = 0;
-    int64_t first_seen = -1;      // Order of first forward (or backward); -1 = never observed.
+    int64_t first_seen = -1;  // Order of first forward (or backward); -1 = never observed.
   };
 
   mutable absl::Mutex mu_;

@@ -153,6 +153,27 @@ TEST(TraceAggregator, NanAndInfFlagsAreSticky) {
   EXPECT_EQ(l.outputs[0].stats->nan_count, 0);  // Latest tensors, sticky flags.
 }
 
+TEST(TraceAggregator, OmittedTensorsKeepTheLatestAndStillCarryFlags) {
+  TraceAggregator agg;
+  const auto id = MustDeclare(agg, Info("fc"));
+  ASSERT_TRUE(agg.AddForward(id, Forward(1.0, Tensor({4, 5}, 0.5, 1))).ok());
+  ForwardSample superseded;  // A later call whose tensors a keeper skipped.
+  superseded.latency_ms = 3.0;
+  superseded.tensors_omitted = true;
+  superseded.outputs_had_nan = true;
+  superseded.outputs = {Tensor({1}, 9, 9)};  // Ignored: tensors_omitted.
+  ASSERT_TRUE(agg.AddForward(id, superseded).ok());
+
+  const LayerTrace l = agg.Snapshot().layers.at(0);
+  EXPECT_EQ(l.forward_count, 2);
+  EXPECT_EQ(l.latency_ms, 3.0);
+  EXPECT_EQ(l.latency_ms_mean, 2.0);
+  EXPECT_TRUE(l.has_nan);
+  EXPECT_FALSE(l.has_inf);
+  ASSERT_EQ(l.outputs.size(), 1u);
+  EXPECT_EQ(l.outputs[0], Tensor({4, 5}, 0.5, 1));
+}
+
 TEST(TraceAggregator, NanInInputsDoesNotFlagTheLayer) {
   TraceAggregator agg;
   const auto id = MustDeclare(agg, Info("fc"));
