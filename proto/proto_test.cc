@@ -1,8 +1,8 @@
 // Checks the properties of the wire contract that peers rely on: messages round-trip, per-event
 // encodings stay compact, and an unknown field from a newer peer is skipped, not fatal.
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "tracetorch/v1/agent.pb.h"
 #include "tracetorch/v1/service.pb.h"

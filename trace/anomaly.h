@@ -12,11 +12,12 @@
 //   zero_gradient   (warning)  an output gradient was all zeros  (has_zero_grad)
 //   nan_gradient    (critical) an output gradient held NaN       (grad_has_nan)
 // Messages match the tracetorch-ml library where it has one, e.g.
-//   "Variance spike: std increased from 0.07 to 0.99 (x14.7)", "High activation variance: std=26.53".
+//   "Variance spike: std increased from 0.07 to 0.99 (x14.7)", "High activation variance:
+//   std=26.53".
 //
-// NaN origin: when record.metadata.nan_origin is set, the NaN/Inf activation findings are reported as
-// ONE critical anomaly on the origin layer (or "<input>"), naming it and the step, with the affected
-// downstream layers listed in details["downstream"], instead of one critical per layer.
+// NaN origin: when record.metadata.nan_origin is set, the NaN/Inf activation findings are reported
+// as ONE critical anomaly on the origin layer (or "<input>"), naming it and the step, with the
+// affected downstream layers listed in details["downstream"], instead of one critical per layer.
 //
 // Thread-compatible; no shared state.
 #ifndef TRACETORCH_TRACE_ANOMALY_H_
@@ -37,8 +38,9 @@ struct Thresholds {
   double high_variance_min = 10.0;
   double variance_spike_ratio = 10.0;
 
-  // InvalidArgument naming the offending field(s) when a value is negative or non-finite, or when the
-  // values contradict each other (high_variance_min >= exploding_variance_std; variance_spike_ratio
+  // InvalidArgument naming the offending field(s) when a value is negative or non-finite, or when
+  // the values contradict each other (high_variance_min >= exploding_variance_std;
+  // variance_spike_ratio
   // <= 1).
   absl::Status Validate() const;
 };

@@ -1,9 +1,9 @@
 // Crash- and reader-safe file replacement.
 //
 // WriteFileAtomic writes `contents` to a temporary file in the same directory as `path`, fsyncs it,
-// renames it over `path` and fsyncs the directory. A process reading `path` concurrently sees either
-// the previous complete file or the new complete file, never a partial one; after a crash `path` holds
-// one of the two. The temporary file is removed on any failure.
+// renames it over `path` and fsyncs the directory. A process reading `path` concurrently sees
+// either the previous complete file or the new complete file, never a partial one; after a crash
+// `path` holds one of the two. The temporary file is removed on any failure.
 //
 // Thread-safe: concurrent writers to the same path each produce a complete file (last rename wins).
 #ifndef TRACETORCH_TRACE_ATOMIC_FILE_H_

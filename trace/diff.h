@@ -2,8 +2,8 @@
 //
 // Layers are matched by full_name. Entries, in a deterministic order: for each baseline layer in
 // baseline order, `layer_removed` or its per-metric changes (shape_change, latency, grad norm,
-// activation std); then `layer_added` for current layers in current order; then `new_anomaly` in the
-// current record's warning order; then `resolved_anomaly` in the baseline's warning order.
+// activation std); then `layer_added` for current layers in current order; then `new_anomaly` in
+// the current record's warning order; then `resolved_anomaly` in the baseline's warning order.
 //   layer_added / layer_removed     warning
 //   shape_change                    critical   output shapes differ
 //   latency_regression              warning    (c-b)/b >  latency threshold, on latency_ms_mean

@@ -9,11 +9,11 @@
 //    latest latency;
 //  - keeps unknown metadata keys (TraceMetadata::extra) and ignores unknown layer keys.
 // Errors are InvalidArgument with a message a person can act on: for malformed JSON it names the
-// line and column ("line 3, column 17: ..."); for a well-formed document of the wrong shape it names
-// the field ("layers[2].outputs[0].shape: expected an array of integers").
+// line and column ("line 3, column 17: ..."); for a well-formed document of the wrong shape it
+// names the field ("layers[2].outputs[0].shape: expected an array of integers").
 //
-// Writing is strict RFC 8259: a non-finite double becomes `null`. Output is deterministic (fixed key
-// order, shortest round-trip doubles), so identical records give identical bytes.
+// Writing is strict RFC 8259: a non-finite double becomes `null`. Output is deterministic (fixed
+// key order, shortest round-trip doubles), so identical records give identical bytes.
 //
 // All functions are thread-compatible: they share no state. (Each thread that reads keeps one
 // simdjson parser, with its buffers, for reuse; documents over 64 MiB get a parser of their own.)
@@ -39,20 +39,21 @@ struct JsonStyle {
 // Parses a whole trace document.
 absl::StatusOr<TraceRecord> ParseTraceJson(std::string_view text);
 
-// Reads and parses `path`. NotFound when the file does not exist, PermissionDenied when it cannot be
-// opened, InvalidArgument (message prefixed with nothing: callers add the path) when it is empty or
-// invalid.
+// Reads and parses `path`. NotFound when the file does not exist, PermissionDenied when it cannot
+// be opened, InvalidArgument (message prefixed with nothing: callers add the path) when it is empty
+// or invalid.
 absl::StatusOr<TraceRecord> ReadTraceFile(const std::string& path);
 
 std::string TraceToJson(const TraceRecord& record, JsonStyle style = {});
 
-// Writes `record` to `path` atomically (see atomic_file.h): a concurrent reader sees the old file or
-// the new one, never a torn write.
+// Writes `record` to `path` atomically (see atomic_file.h): a concurrent reader sees the old file
+// or the new one, never a torn write.
 absl::Status WriteTraceFile(const std::string& path, const TraceRecord& record,
                             JsonStyle style = {});
 
-// The diff document `tracetorch diff --json` prints: baseline_model, current_model, has_regressions,
-// critical_count, warning_count, entries[] (severity, kind, layer, message, details).
+// The diff document `tracetorch diff --json` prints: baseline_model, current_model,
+// has_regressions, critical_count, warning_count, entries[] (severity, kind, layer, message,
+// details).
 std::string DiffToJson(const TraceDiff& diff, JsonStyle style = {});
 
 // Appends `value` as a JSON string literal (quoted, escaped) to `out`. Exposed for the CLI's --json

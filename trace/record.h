@@ -5,7 +5,8 @@
 //
 // Conventions:
 //  - A value that was not measured is std::nullopt (JSON `null`), never 0.
-//  - A non-finite measured value (a NaN mean, say) is kept as the double itself in memory; the writer
+//  - A non-finite measured value (a NaN mean, say) is kept as the double itself in memory; the
+//  writer
 //    turns it into `null` and the NaN/Inf flags carry the fact.
 //  - Plain structs with value semantics; not synchronised. Copy freely.
 #ifndef TRACETORCH_TRACE_RECORD_H_
@@ -21,8 +22,8 @@
 
 namespace tracetorch {
 
-// Statistics of one tensor. mean/std/min/max are computed over finite elements only (population std);
-// they are nullopt for non-float and empty tensors. nan_count/inf_count cover every element.
+// Statistics of one tensor. mean/std/min/max are computed over finite elements only (population
+// std); they are nullopt for non-float and empty tensors. nan_count/inf_count cover every element.
 struct TensorStats {
   std::optional<double> mean;
   std::optional<double> std;
@@ -133,9 +134,9 @@ struct Anomaly {
 // layer, in execution order, whose inputs were finite and whose outputs were not.
 struct NanOrigin {
   static constexpr std::string_view kModelInput = "<input>";
-  std::string layer;      // full_name, or kModelInput.
-  int64_t step = 0;       // 0-based forward pass (step) in which it appeared.
-  bool is_nan = true;     // false: the first non-finite value was +/-Inf, not NaN.
+  std::string layer;   // full_name, or kModelInput.
+  int64_t step = 0;    // 0-based forward pass (step) in which it appeared.
+  bool is_nan = true;  // false: the first non-finite value was +/-Inf, not NaN.
 
   friend bool operator==(const NanOrigin&, const NanOrigin&) = default;
 };

@@ -6,13 +6,18 @@
 // the agents (queue full), the daemon's CPU use (cores) and RSS. Then the ratio of the client
 // library's rate to the raw baseline's.
 //
+// Then, with a soak time, 8 client-library agents stream for that long while the daemon's RSS is
+// sampled every 30 s: memory must stay flat (bounded by layers and history, never by steps).
+//
 // Usage: tracetorchd_ingest_bench [seconds per run, default 3] [layers per model, default 50]
+//                                 [soak seconds, default 0 = no soak; 300 for the 5-minute check]
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +25,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -84,13 +90,15 @@ struct Result {
   double dropped_fraction = 0;
   double daemon_cores = 0;
   uint64_t rss = 0;
+  std::vector<std::pair<double, uint64_t>> rss_samples;  // (seconds into the run, RSS bytes)
 };
 
 // Runs `agents` agents for `seconds`, each producing forward+backward events for every layer of
 // every step, as fast as the queue takes them (a full queue: the event is dropped and counted, and
 // the producer sleeps 200 us so that it does not starve the sender and the daemon of CPU).
+// With `sample_every_s` > 0, also samples the daemon's RSS at that period.
 Result RunClients(const std::string& socket, tracetorch::client::TraceServiceClient& svc,
-                  int agents, int layers, double seconds) {
+                  int agents, int layers, double seconds, double sample_every_s = 0) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> dropped{0}, produced{0};
   std::vector<std::thread> threads;
@@ -129,12 +137,25 @@ Result RunClients(const std::string& socket, tracetorch::client::TraceServiceCli
   absl::SleepFor(absl::Milliseconds(500));  // Warm up: connections, buffers.
   const Sample s0 = Probe(svc);
   const absl::Time t0 = absl::Now();
-  absl::SleepFor(absl::Seconds(seconds));
+  Result r;
+  const absl::Time end = t0 + absl::Seconds(seconds);
+  while (absl::Now() < end) {
+    const absl::Duration left = end - absl::Now();
+    if (sample_every_s <= 0) {
+      absl::SleepFor(left);
+      break;
+    }
+    absl::SleepFor(std::min(left, absl::Seconds(sample_every_s)));
+    const Sample s = Probe(svc);
+    r.rss_samples.emplace_back(absl::ToDoubleSeconds(absl::Now() - t0), s.rss);
+    std::printf("  soak t=%5.0fs  daemon RSS=%6.1f MiB  events=%llu\n", r.rss_samples.back().first,
+                static_cast<double>(s.rss) / (1 << 20), static_cast<unsigned long long>(s.events));
+    std::fflush(stdout);
+  }
   const Sample s1 = Probe(svc);
   const double dt = absl::ToDoubleSeconds(absl::Now() - t0);
   stop = true;
   for (auto& t : threads) t.join();
-  Result r;
   r.events_per_s = static_cast<double>(s1.events - s0.events) / dt;
   r.dropped_fraction = produced.load() > 0 ? static_cast<double>(dropped.load()) /
                                                  static_cast<double>(produced.load())
@@ -247,6 +268,22 @@ int main(int argc, char** argv) {
               lib1.events_per_s / raw1.events_per_s, lib8.events_per_s / raw8.events_per_s);
   std::printf("target: >= 2M layer events/s with 8 agents: %s (%.2fM)\n",
               lib8.events_per_s >= 2e6 ? "met" : "NOT met", lib8.events_per_s / 1e6);
+
+  const double soak_seconds = argc > 3 ? std::atof(argv[3]) : 0.0;
+  if (soak_seconds > 0) {
+    std::printf("soak: 8 client-library agents for %.0f s, daemon RSS every 30 s\n", soak_seconds);
+    const Result soak = RunClients(socket, **svc, 8, layers, soak_seconds, 30.0);
+    Print("soak (client library)", 8, soak);
+    if (soak.rss_samples.size() >= 2) {
+      // Flat: after the first sample (sessions and buffers warmed up), RSS grows by under 10%.
+      const double first = static_cast<double>(soak.rss_samples.front().second);
+      const double last = static_cast<double>(soak.rss_samples.back().second);
+      std::printf("soak: daemon RSS %.1f MiB at %.0f s -> %.1f MiB at %.0f s (%+.1f%%): %s\n",
+                  first / (1 << 20), soak.rss_samples.front().first, last / (1 << 20),
+                  soak.rss_samples.back().first, 100 * (last - first) / first,
+                  last <= first * 1.10 ? "flat" : "GROWING");
+    }
+  }
 
   kill(daemon, SIGTERM);
   int status = 0;
