@@ -21,6 +21,7 @@
 #include "agent/libtorch/capture_engine.h"
 #include "agent/libtorch/module_tree.h"
 #include "agent/log.h"
+#include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
 #include "client/daemon_client.h"
@@ -315,38 +316,7 @@ int64_t TraceSession::steps() const { return impl_->tracer->steps(); }
 int64_t TraceSession::hook_errors() const { return impl_->tracer->hook_errors(); }
 
 std::string TraceSession::Summary() const {
-  const TraceRecord r = record();
-  int64_t params = 0;
-  for (const LayerTrace& l : r.layers) params += l.params;
-  std::string out = "TraceSession summary\n";
-  auto row = [&out](std::string_view key, std::string_view value) {
-    absl::StrAppend(&out, "  ", std::string(key),
-                    std::string(16 - std::min<size_t>(16, key.size()), ' '), std::string(value),
-                    "\n");
-  };
-  row("Model", r.metadata.model_name.empty() ? "<unnamed>" : r.metadata.model_name);
-  row("PyTorch", r.metadata.pytorch_version);
-  row("Device", r.metadata.active_device);
-  row("Layers", absl::StrCat(r.layers.size()));
-  row("Forward passes", absl::StrCat(steps()));
-  row("Parameters", FormatCount(params));
-  row("Execution time",
-      r.metadata.total_time_ms ? FormatMs(*r.metadata.total_time_ms) : std::string("running"));
-  if (r.metadata.nan_origin) {
-    row("NaN origin",
-        absl::StrCat(r.metadata.nan_origin->layer, " (step ", r.metadata.nan_origin->step, ")"));
-  }
-  if (const int64_t errors = hook_errors(); errors > 0) row("Hook errors", absl::StrCat(errors));
-  if (r.warnings.empty()) {
-    absl::StrAppend(&out, "  Anomalies       none\n");
-  } else {
-    absl::StrAppend(&out, "  Anomalies       ", r.warnings.size(), "\n");
-    for (const Anomaly& a : r.warnings) {
-      absl::StrAppend(&out, "    [", std::string(ToString(a.severity)), "] ", a.layer, ": ",
-                      a.message, "\n");
-    }
-  }
-  return out;
+  return agent::SessionSummary(record(), steps(), hook_errors());
 }
 
 // ---- ScopedTrace ----------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/daemon_sink.h"
+#include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
 #include "client/daemon_client.h"
@@ -393,60 +394,7 @@ class SessionEngine {
 };
 
 std::string SessionEngine::Summary() const {
-  const TraceRecord r = RecordForExport();
-  int64_t params = 0;
-  for (const LayerTrace& l : r.layers) params += l.params;
-  std::string out = "TraceSession summary\n";
-  auto row = [&out](std::string_view key, std::string_view value) {
-    absl::StrAppend(&out, "  ", std::string(key),
-                    std::string(16 - std::min<size_t>(16, key.size()), ' '), std::string(value),
-                    "\n");
-  };
-  row("Model", r.metadata.model_name.empty() ? "<unnamed>" : r.metadata.model_name);
-  row("PyTorch", r.metadata.pytorch_version);
-  row("Device", r.metadata.active_device);
-  row("Layers", absl::StrCat(r.layers.size()));
-  row("Forward passes", absl::StrCat(tracer_->steps()));
-  row("Parameters", FormatCount(params));
-  row("Execution time",
-      r.metadata.total_time_ms ? FormatMs(*r.metadata.total_time_ms) : std::string("running"));
-  if (r.metadata.nan_origin) {
-    row("NaN origin",
-        absl::StrCat(r.metadata.nan_origin->layer, " (step ", r.metadata.nan_origin->step, ")"));
-  }
-  if (const int64_t errors = tracer_->hook_errors(); errors > 0) {
-    row("Hook errors", absl::StrCat(errors));
-  }
-
-  // CUDA only: the layers that allocated the most, forward and backward.
-  auto heaviest = [&](auto field, std::string_view title) {
-    std::vector<std::pair<int64_t, std::string>> top;
-    for (const LayerTrace& l : r.layers) {
-      if (const std::optional<int64_t>& v = l.*field; v.has_value()) {
-        top.emplace_back(*v, l.full_name);
-      }
-    }
-    if (top.empty()) return;
-    std::sort(top.begin(), top.end(),
-              [](const auto& a, const auto& b) { return a.first > b.first; });
-    absl::StrAppend(&out, "  ", std::string(title), ":\n");
-    for (size_t i = 0; i < std::min<size_t>(3, top.size()); ++i) {
-      absl::StrAppend(&out, "    ", top[i].second, "  ", FormatBytes(top[i].first), "\n");
-    }
-  };
-  heaviest(&LayerTrace::fwd_mem_alloc_delta, "Heaviest forward allocators");
-  heaviest(&LayerTrace::bwd_mem_alloc_delta, "Heaviest backward allocators");
-
-  if (r.warnings.empty()) {
-    absl::StrAppend(&out, "  Anomalies       none\n");
-  } else {
-    absl::StrAppend(&out, "  Anomalies       ", r.warnings.size(), "\n");
-    for (const Anomaly& a : r.warnings) {
-      absl::StrAppend(&out, "    [", std::string(ToString(a.severity)), "] ", a.layer, ": ",
-                      a.message, "\n");
-    }
-  }
-  return out;
+  return agent::SessionSummary(RecordForExport(), tracer_->steps(), tracer_->hook_errors());
 }
 
 }  // namespace
