@@ -216,7 +216,11 @@ Result RunRaw(const std::string& socket, tracetorch::client::TraceServiceClient&
   const double dt = absl::ToDoubleSeconds(absl::Now() - t0);
   stop = true;
   for (auto& t : threads) t.join();
-  return {static_cast<double>(s1.events - s0.events) / dt, 0, (s1.cpu - s0.cpu) / dt, s1.rss};
+  Result r;
+  r.events_per_s = static_cast<double>(s1.events - s0.events) / dt;
+  r.daemon_cores = (s1.cpu - s0.cpu) / dt;
+  r.rss = s1.rss;
+  return r;
 }
 
 void Print(const char* name, int agents, const Result& r) {
