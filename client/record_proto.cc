@@ -15,17 +15,6 @@ void StatsToProto(const TensorStats& s, v1::TensorStats* out) {
   out->set_inf_count(s.inf_count);
 }
 
-TensorStats StatsFromProto(const v1::TensorStats& s) {
-  TensorStats out;
-  if (s.has_mean()) out.mean = s.mean();
-  if (s.has_std()) out.std = s.std();
-  if (s.has_min()) out.min = s.min();
-  if (s.has_max()) out.max = s.max();
-  out.nan_count = s.nan_count();
-  out.inf_count = s.inf_count();
-  return out;
-}
-
 void TensorToProto(const TensorInfo& t, v1::TensorInfo* out) {
   out->mutable_shape()->Add(t.shape.begin(), t.shape.end());
   out->set_dtype(t.dtype);
@@ -38,7 +27,7 @@ TensorInfo TensorFromProto(const v1::TensorInfo& t) {
   out.shape.assign(t.shape().begin(), t.shape().end());
   out.dtype = t.dtype();
   out.device = t.device();
-  if (t.has_stats()) out.stats = StatsFromProto(t.stats());
+  if (t.has_stats()) out.stats = FromProto(t.stats());
   return out;
 }
 
@@ -259,6 +248,17 @@ TraceRecord FromProto(const v1::TraceRecord& record) {
   out.layers.reserve(static_cast<size_t>(record.layers_size()));
   for (const v1::LayerTrace& l : record.layers()) out.layers.push_back(FromProto(l));
   for (const v1::Anomaly& a : record.warnings()) out.warnings.push_back(FromProto(a));
+  return out;
+}
+
+TensorStats FromProto(const v1::TensorStats& s) {
+  TensorStats out;
+  if (s.has_mean()) out.mean = s.mean();
+  if (s.has_std()) out.std = s.std();
+  if (s.has_min()) out.min = s.min();
+  if (s.has_max()) out.max = s.max();
+  out.nan_count = s.nan_count();
+  out.inf_count = s.inf_count();
   return out;
 }
 

@@ -26,6 +26,9 @@ Anomaly FromProto(const v1::Anomaly& anomaly);
 void ToProto(const NanOrigin& origin, v1::NanOrigin* out);
 NanOrigin FromProto(const v1::NanOrigin& origin);
 
+// Shared by the trace model and the agent's TensorEvent (agent.proto).
+TensorStats FromProto(const v1::TensorStats& stats);
+
 }  // namespace tracetorch
 
 #endif  // TRACETORCH_CLIENT_RECORD_PROTO_H_

@@ -18,17 +18,7 @@ TensorInfo TensorFromWire(const v1::TensorEvent& t) {
   out.shape.assign(t.shape().begin(), t.shape().end());
   out.dtype = std::string(client::DtypeName(t.dtype()));
   out.device = client::DeviceName(t.device());
-  if (t.has_stats()) {
-    const v1::TensorStats& s = t.stats();
-    TensorStats st;
-    if (s.has_mean()) st.mean = s.mean();
-    if (s.has_std()) st.std = s.std();
-    if (s.has_min()) st.min = s.min();
-    if (s.has_max()) st.max = s.max();
-    st.nan_count = s.nan_count();
-    st.inf_count = s.inf_count();
-    out.stats = st;
-  }
+  if (t.has_stats()) out.stats = FromProto(t.stats());
   return out;
 }
 
