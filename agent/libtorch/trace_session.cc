@@ -50,6 +50,14 @@ struct TraceSession::Impl {
   std::shared_ptr<agent::DaemonSink> sink ABSL_GUARDED_BY(mu);
   std::optional<TraceRecord> final_record ABSL_GUARDED_BY(mu);
 
+  // The engine over `tree` (either kind of module): metadata, tracer, declared layers. Throws what
+  // libtorch throws; Create() catches it.
+  static absl::StatusOr<std::unique_ptr<Impl>> Make(ModuleTree tree,
+                                                    std::optional<c10::Device> device,
+                                                    CaptureEngine::Mode mode,
+                                                    const void* script_self,
+                                                    const TraceSessionOptions& options);
+
   // The finished record, or the trace so far with its anomalies.
   absl::StatusOr<TraceRecord> Current() const {
     {
@@ -82,6 +90,13 @@ TraceMetadata MakeMetadata(const TraceSessionOptions& options, const std::string
   return m;
 }
 
+// The device of the module's first parameter, if it has any (torch::jit or torch::nn module).
+template <typename M>
+std::optional<c10::Device> FirstParameterDevice(const M& module) {
+  for (const auto& p : module.parameters(/*recurse=*/true)) return p.device();
+  return std::nullopt;
+}
+
 constexpr absl::Duration kDaemonCloseWait = absl::Seconds(1);
 
 absl::Status ValidateOptions(const TraceSessionOptions& options) {
@@ -109,27 +124,30 @@ absl::StatusOr<std::unique_ptr<TraceSession>> TraceSession::Finish(
   return std::unique_ptr<TraceSession>(new TraceSession(std::move(impl)));
 }
 
+absl::StatusOr<std::unique_ptr<TraceSession::Impl>> TraceSession::Impl::Make(
+    ModuleTree tree, std::optional<c10::Device> device, CaptureEngine::Mode mode,
+    const void* script_self, const TraceSessionOptions& options) {
+  TraceMetadata metadata = MakeMetadata(options, tree.root_type(), device);
+  absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer = agent::Tracer::Create(
+      agent::TracerOptions{options.capture_stats, options.thresholds}, metadata);
+  if (!tracer.ok()) return tracer.status();
+  if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>();
+  impl->tracer = *tracer;
+  impl->metadata = std::move(metadata);
+  impl->engine = std::make_shared<CaptureEngine>(*tracer, std::move(tree), mode, script_self);
+  return impl;
+}
+
 absl::StatusOr<std::unique_ptr<TraceSession>> TraceSession::Create(const torch::jit::Module& module,
                                                                    TraceSessionOptions options) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   try {
-    ModuleTree tree = ModuleTree::FromScript(module);
-    std::optional<c10::Device> device;
-    for (const auto& p : module.parameters(/*recurse=*/true)) {
-      device = p.device();
-      break;
-    }
-    TraceMetadata metadata = MakeMetadata(options, tree.root_type(), device);
-    absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer = agent::Tracer::Create(
-        agent::TracerOptions{options.capture_stats, options.thresholds}, metadata);
-    if (!tracer.ok()) return tracer.status();
-    if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
-    auto impl = std::make_unique<Impl>();
-    impl->tracer = *tracer;
-    impl->metadata = std::move(metadata);
-    impl->engine = std::make_shared<CaptureEngine>(
-        *tracer, std::move(tree), CaptureEngine::Mode::kTorchScript, module._ivalue().get());
-    return Finish(std::move(impl), options);
+    absl::StatusOr<std::unique_ptr<Impl>> impl =
+        Impl::Make(ModuleTree::FromScript(module), FirstParameterDevice(module),
+                   CaptureEngine::Mode::kTorchScript, module._ivalue().get(), options);
+    if (!impl.ok()) return impl.status();
+    return Finish(*std::move(impl), options);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read the TorchScript module: ", e.what()));
@@ -140,23 +158,11 @@ absl::StatusOr<std::unique_ptr<TraceSession>> TraceSession::Create(const torch::
                                                                    TraceSessionOptions options) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   try {
-    ModuleTree tree = ModuleTree::FromCpp(module);
-    std::optional<c10::Device> device;
-    for (const auto& p : module.parameters(/*recurse=*/true)) {
-      device = p.device();
-      break;
-    }
-    TraceMetadata metadata = MakeMetadata(options, tree.root_type(), device);
-    absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer = agent::Tracer::Create(
-        agent::TracerOptions{options.capture_stats, options.thresholds}, metadata);
-    if (!tracer.ok()) return tracer.status();
-    if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
-    auto impl = std::make_unique<Impl>();
-    impl->tracer = *tracer;
-    impl->metadata = std::move(metadata);
-    impl->engine = std::make_shared<CaptureEngine>(*tracer, std::move(tree),
-                                                   CaptureEngine::Mode::kCppFrontend, nullptr);
-    return Finish(std::move(impl), options);
+    absl::StatusOr<std::unique_ptr<Impl>> impl =
+        Impl::Make(ModuleTree::FromCpp(module), FirstParameterDevice(module),
+                   CaptureEngine::Mode::kCppFrontend, nullptr, options);
+    if (!impl.ok()) return impl.status();
+    return Finish(*std::move(impl), options);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot read the module: ", e.what()));
   }
