@@ -1338,7 +1338,11 @@ class Reader {
     }
   }
 
-  absl::Status ReadLayers(element e, const Path& path, std::vector<LayerTrace>* out) const {
+  // Reads the array `e` element by element with `read_one` into `out`; errors name the index.
+  template <typename T>
+  absl::Status ReadArrayOf(element e, const Path& path,
+                           absl::Status (Reader::*read_one)(element, const Path&, T*) const,
+                           std::vector<T>* out) const {
     array arr;
     if (auto s = GetArray(e, path, &arr); !s.ok()) return s;
     out->reserve(arr.size());
@@ -1346,9 +1350,13 @@ class Reader {
     for (element child : arr) {
       const Path sub{&path, {}, i++};
       out->emplace_back();
-      if (auto s = ReadLayer(child, sub, &out->back()); !s.ok()) return s;
+      if (auto s = (this->*read_one)(child, sub, &out->back()); !s.ok()) return s;
     }
     return absl::OkStatus();
+  }
+
+  absl::Status ReadLayers(element e, const Path& path, std::vector<LayerTrace>* out) const {
+    return ReadArrayOf(e, path, &Reader::ReadLayer, out);
   }
 
   absl::Status ReadLayer(element e, const Path& path, LayerTrace* l) const {
@@ -1479,16 +1487,7 @@ class Reader {
 
   absl::Status ReadTensors(element e, const Path& path, std::vector<TensorInfo>* out) const {
     if (e.is_null()) return absl::OkStatus();
-    array arr;
-    if (auto s = GetArray(e, path, &arr); !s.ok()) return s;
-    out->reserve(arr.size());
-    int64_t i = 0;
-    for (element child : arr) {
-      const Path sub{&path, {}, i++};
-      out->emplace_back();
-      if (auto s = ReadTensor(child, sub, &out->back()); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+    return ReadArrayOf(e, path, &Reader::ReadTensor, out);
   }
 
   absl::Status ReadTensor(element e, const Path& path, TensorInfo* t) const {
@@ -1564,16 +1563,7 @@ class Reader {
 
   absl::Status ReadWarnings(element e, const Path& path, std::vector<Anomaly>* out) const {
     if (e.is_null()) return absl::OkStatus();
-    array arr;
-    if (auto s = GetArray(e, path, &arr); !s.ok()) return s;
-    out->reserve(arr.size());
-    int64_t i = 0;
-    for (element child : arr) {
-      const Path sub{&path, {}, i++};
-      out->emplace_back();
-      if (auto s = ReadAnomaly(child, sub, &out->back()); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+    return ReadArrayOf(e, path, &Reader::ReadAnomaly, out);
   }
 
   absl::Status ReadAnomaly(element e, const Path& path, Anomaly* a) const {
