@@ -5,19 +5,18 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/credentials.h"
+#include "client/service_client_internal.h"
 #include "grpcpp/grpcpp.h"
 #include "tracetorch/v1/service.grpc.pb.h"
 
 namespace tracetorch::client {
-namespace {
 
 absl::Status FromGrpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                       absl::StrCat("tracetorchd: ", s.error_message()));
 }
-
-}  // namespace
 
 std::string DefaultServiceAddress() {
   if (const char* env = std::getenv("TRACETORCH_DAEMON_RPC"); env != nullptr && *env != '\0') {
@@ -29,27 +28,15 @@ std::string DefaultServiceAddress() {
   return "/run/tracetorch/tracetorchd-rpc.sock";
 }
 
-class TraceServiceClient::Impl {
- public:
-  Impl(std::shared_ptr<grpc::Channel> channel, absl::Duration deadline)
-      : stub_(v1::TraceService::NewStub(channel)), deadline_(deadline) {}
-
-  template <typename Request, typename Response, typename Method>
-  absl::StatusOr<Response> Call(Method method, const Request& request) {
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline_));
-    Response response;
-    grpc::Status s = ((*stub_).*method)(&context, request, &response);
-    if (!s.ok()) return FromGrpc(s);
-    return response;
-  }
-
-  std::unique_ptr<v1::TraceService::Stub> stub_;
-  const absl::Duration deadline_;
-};
+absl::StatusOr<std::unique_ptr<TraceServiceClient>> TraceServiceClient::Create(
+    std::string_view address, absl::Duration deadline) {
+  ServiceClientOptions options;
+  options.deadline = deadline;
+  return Create(address, options);
+}
 
 absl::StatusOr<std::unique_ptr<TraceServiceClient>> TraceServiceClient::Create(
-    std::string_view address_in, absl::Duration deadline) {
+    std::string_view address_in, const ServiceClientOptions& options) {
   const absl::string_view address(address_in.data(), address_in.size());
   if (address.empty()) return absl::InvalidArgumentError("empty tracetorchd service address");
   std::string target;
@@ -60,9 +47,12 @@ absl::StatusOr<std::unique_ptr<TraceServiceClient>> TraceServiceClient::Create(
   } else {
     target = std::string(address);  // HOST:PORT
   }
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options);
+  if (!credentials.ok()) return credentials.status();
+  auto channel = grpc::CreateCustomChannel(target, *credentials, MakeChannelArguments(options));
   return std::unique_ptr<TraceServiceClient>(
-      new TraceServiceClient(std::make_unique<Impl>(std::move(channel), deadline)));
+      new TraceServiceClient(std::make_unique<Impl>(std::move(channel), options)));
 }
 
 TraceServiceClient::TraceServiceClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -85,6 +75,33 @@ absl::StatusOr<v1::Snapshot> TraceServiceClient::GetSnapshot(std::string_view se
 absl::StatusOr<v1::DaemonStats> TraceServiceClient::GetStats() {
   return impl_->Call<v1::GetStatsRequest, v1::DaemonStats>(&v1::TraceService::Stub::GetStats,
                                                            v1::GetStatsRequest());
+}
+
+absl::StatusOr<v1::DiffResponse> TraceServiceClient::Diff(const v1::DiffRequest& request) {
+  return impl_->Call<v1::DiffRequest, v1::DiffResponse>(&v1::TraceService::Stub::Diff, request);
+}
+
+absl::StatusOr<v1::BaselineInfo> TraceServiceClient::SetBaseline(std::string_view name,
+                                                                 const v1::DiffOperand& source) {
+  v1::SetBaselineRequest request;
+  request.set_name(std::string(name));
+  *request.mutable_source() = source;
+  return impl_->Call<v1::SetBaselineRequest, v1::BaselineInfo>(&v1::TraceService::Stub::SetBaseline,
+                                                               request);
+}
+
+absl::StatusOr<v1::ListBaselinesResponse> TraceServiceClient::ListBaselines() {
+  return impl_->Call<v1::ListBaselinesRequest, v1::ListBaselinesResponse>(
+      &v1::TraceService::Stub::ListBaselines, v1::ListBaselinesRequest());
+}
+
+absl::Status TraceServiceClient::RemoveBaseline(std::string_view name) {
+  v1::RemoveBaselineRequest request;
+  request.set_name(std::string(name));
+  return impl_
+      ->Call<v1::RemoveBaselineRequest, v1::RemoveBaselineResponse>(
+          &v1::TraceService::Stub::RemoveBaseline, request)
+      .status();
 }
 
 }  // namespace tracetorch::client

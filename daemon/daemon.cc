@@ -94,8 +94,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   if (absl::Status s = ClaimSocketPath(c.service_socket_path); !s.ok()) return s;
 
   Daemon* self = d.get();
-  d->service_ =
-      std::make_unique<TraceServiceImpl>(d->manager_.get(), [self] { return self->Stats(); });
+  ServiceDeps deps;
+  deps.manager = d->manager_.get();
+  deps.stats = [self] { return self->Stats(); };
+  d->service_ = std::make_unique<TraceServiceImpl>(std::move(deps));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", c.service_socket_path),
                            grpc::InsecureServerCredentials());

@@ -13,7 +13,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 grpc::ServerUnaryReactor* TraceServiceImpl::ListSessions(grpc::CallbackServerContext* context,
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
-  for (v1::SessionInfo& info : manager_->List(request->job_id())) {
+  for (v1::SessionInfo& info : deps_.manager->List(request->job_id())) {
     *response->add_sessions() = std::move(info);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -31,7 +31,7 @@ grpc::ServerUnaryReactor* TraceServiceImpl::GetSnapshot(grpc::CallbackServerCont
         ToGrpcStatus(absl::InvalidArgumentError("GetSnapshot needs a session id or \"latest\"")));
     return reactor;
   }
-  absl::StatusOr<v1::Snapshot> snapshot = manager_->GetSnapshot(ref);
+  absl::StatusOr<v1::Snapshot> snapshot = deps_.manager->GetSnapshot(ref);
   if (snapshot.ok()) *response = *std::move(snapshot);
   reactor->Finish(ToGrpcStatus(snapshot.status()));
   return reactor;
@@ -40,7 +40,7 @@ grpc::ServerUnaryReactor* TraceServiceImpl::GetSnapshot(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* TraceServiceImpl::GetStats(grpc::CallbackServerContext* context,
                                                      const v1::GetStatsRequest* /*request*/,
                                                      v1::DaemonStats* response) {
-  *response = stats_();
+  *response = deps_.stats();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -1,6 +1,12 @@
-// The gRPC TraceService for viewers and tools: a thin adapter over SessionManager (callback API;
-// every reaction finishes at once and never blocks on I/O beyond reading a snapshot file).
-// ListSessions, GetSnapshot and GetStats are served; Watch and Diff answer UNIMPLEMENTED for now.
+// The gRPC TraceService for viewers and tools: a thin adapter over the daemon's logic (callback
+// API; no reaction blocks on I/O beyond reading a snapshot or baseline file).
+//
+//   ListSessions, GetSnapshot, GetStats   service.cc       over SessionManager
+//   Watch                                 watch_service.cc over WatchHub (one reactor per viewer)
+//   Diff, Set/List/RemoveBaseline         diff_service.cc  over SessionManager + BaselineStore
+//
+// Authentication (bearer token, TLS) is not here: it is attached to the TCP listener's
+// credentials (daemon/auth.h), so every method sees only authenticated calls.
 //
 // Thread-safe.
 #ifndef TRACETORCH_DAEMON_SERVICE_H_
@@ -16,14 +22,24 @@
 
 namespace tracetorch::daemon {
 
+class WatchHub;
+class BaselineStore;
+
 // The one place absl::Status becomes grpc::Status (codes are numerically identical).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// What the service adapts. Not owned; all must outlive the service (and the gRPC server).
+struct ServiceDeps {
+  SessionManager* manager = nullptr;   // Required.
+  WatchHub* watch_hub = nullptr;       // Required for Watch (else UNIMPLEMENTED).
+  BaselineStore* baselines = nullptr;  // Required for named baselines (else FAILED_PRECONDITION).
+  // Fills a DaemonStats (the daemon adds process figures and the event rate).
+  std::function<v1::DaemonStats()> stats;
+};
+
 class TraceServiceImpl final : public v1::TraceService::CallbackService {
  public:
-  // `stats` fills a DaemonStats (the daemon adds process figures and the event rate).
-  TraceServiceImpl(SessionManager* manager, std::function<v1::DaemonStats()> stats)
-      : manager_(manager), stats_(std::move(stats)) {}
+  explicit TraceServiceImpl(ServiceDeps deps) : deps_(std::move(deps)) {}
 
   grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
                                          const v1::ListSessionsRequest* request,
@@ -35,9 +51,26 @@ class TraceServiceImpl final : public v1::TraceService::CallbackService {
                                      const v1::GetStatsRequest* request,
                                      v1::DaemonStats* response) override;
 
+  // watch_service.cc
+  grpc::ServerWriteReactor<v1::WatchUpdate>* Watch(grpc::CallbackServerContext* context,
+                                                   const v1::WatchRequest* request) override;
+
+  // diff_service.cc
+  grpc::ServerUnaryReactor* Diff(grpc::CallbackServerContext* context,
+                                 const v1::DiffRequest* request,
+                                 v1::DiffResponse* response) override;
+  grpc::ServerUnaryReactor* SetBaseline(grpc::CallbackServerContext* context,
+                                        const v1::SetBaselineRequest* request,
+                                        v1::BaselineInfo* response) override;
+  grpc::ServerUnaryReactor* ListBaselines(grpc::CallbackServerContext* context,
+                                          const v1::ListBaselinesRequest* request,
+                                          v1::ListBaselinesResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveBaseline(grpc::CallbackServerContext* context,
+                                           const v1::RemoveBaselineRequest* request,
+                                           v1::RemoveBaselineResponse* response) override;
+
  private:
-  SessionManager* const manager_;
-  const std::function<v1::DaemonStats()> stats_;
+  const ServiceDeps deps_;
 };
 
 }  // namespace tracetorch::daemon
