@@ -1,0 +1,38 @@
+// Cross-rank divergence: in a job of several ranks running the same model, a layer whose forward
+// latency or gradient norm on one rank departs from the median of the OTHER ranks by more than a
+// relative threshold — a straggler (slow GPU, noisy neighbour) or a desynchronised rank.
+//
+// Thread-compatible; no shared state.
+#ifndef TRACETORCH_TRACE_DIVERGENCE_H_
+#define TRACETORCH_TRACE_DIVERGENCE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "trace/record.h"
+
+namespace tracetorch {
+
+struct DivergenceThresholds {
+  double latency = 0.5;    // |rank - median(others)| / median(others) on mean forward latency.
+  double grad_norm = 0.5;  // The same on gradient norm.
+  double min_latency_ms = 0.01;  // Layers faster than this on every rank are not judged (noise).
+  // InvalidArgument when a value is negative or not finite.
+  absl::Status Validate() const;
+};
+
+struct RankTrace {
+  int rank = 0;
+  std::string label;                    // How to name the rank in messages ("rank 2").
+  const TraceRecord* record = nullptr;  // Not owned.
+};
+
+// Anomalies of type kRankDivergence (severity warning), in layer order of the first rank, then by
+// rank. Needs at least 3 ranks (with 2 there is no majority): fewer give none.
+std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
+                                          const DivergenceThresholds& thresholds = {});
+
+}  // namespace tracetorch
+
+#endif  // TRACETORCH_TRACE_DIVERGENCE_H_
