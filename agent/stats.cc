@@ -203,39 +203,60 @@ TT_ALWAYS_INLINE void GradBody(const T* p, int64_t n, GradSums* g) {
   }
 }
 
-// float32 with AVX2: min/max in float, moments in double, 16 elements per iteration.
-__attribute__((target("avx2"))) bool FastMomentsF32Avx2(const float* p, int64_t n, double shift,
-                                                        Moments* m) {
-  __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
-  __m256d q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+// float32 with AVX2 + FMA: everything in float lanes within blocks of kBlock elements (each lane
+// adds at most kBlock/32 terms, so the float partial sums stay within a few ulps), and the block
+// partials are widened into double accumulators. Half the instructions per element of a
+// convert-to-double loop, so the pass runs near memory speed. A non-finite element makes a float
+// partial non-finite, as in the double version; so do finite values whose squares overflow float
+// (|x| > ~1e19), which then take the exact double pass.
+// acc + the 8 floats of v, widened to double.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256d WidenAdd(__m256d acc, __m256 v) {
+  acc = _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  return _mm256_add_pd(acc, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+__attribute__((target("avx2,fma"))) bool FastMomentsF32Avx2(const float* p, int64_t n, double shift,
+                                                            Moments* m) {
+  constexpr int64_t kBlock = 1024;
+  const __m256 k = _mm256_set1_ps(static_cast<float>(shift));  // shift is an element: exact.
+  __m256d sum_d = _mm256_setzero_pd(), sumsq_d = sum_d;
   __m256 mn0 = _mm256_set1_ps(std::numeric_limits<float>::infinity()), mn1 = mn0;
   __m256 mx0 = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), mx1 = mx0;
-  const __m256d k = _mm256_set1_pd(shift);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 v = _mm256_loadu_ps(p + i);
-    const __m256 w = _mm256_loadu_ps(p + i + 8);
-    mn0 = _mm256_min_ps(mn0, v);
-    mx0 = _mm256_max_ps(mx0, v);
-    mn1 = _mm256_min_ps(mn1, w);
-    mx1 = _mm256_max_ps(mx1, w);
-    const __m256d a = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), k);
-    const __m256d b = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), k);
-    const __m256d c = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(w)), k);
-    const __m256d d = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(w, 1)), k);
-    s0 = _mm256_add_pd(s0, a);
-    s1 = _mm256_add_pd(s1, b);
-    s2 = _mm256_add_pd(s2, c);
-    s3 = _mm256_add_pd(s3, d);
-    q0 = _mm256_add_pd(q0, _mm256_mul_pd(a, a));
-    q1 = _mm256_add_pd(q1, _mm256_mul_pd(b, b));
-    q2 = _mm256_add_pd(q2, _mm256_mul_pd(c, c));
-    q3 = _mm256_add_pd(q3, _mm256_mul_pd(d, d));
+  const int64_t vector_end = n - n % 32;
+  while (i < vector_end) {
+    const int64_t block_end = std::min(vector_end, i + kBlock);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    __m256 q0 = s0, q1 = s0, q2 = s0, q3 = s0;
+    for (; i < block_end; i += 32) {
+      const __m256 v0 = _mm256_loadu_ps(p + i);
+      const __m256 v1 = _mm256_loadu_ps(p + i + 8);
+      const __m256 v2 = _mm256_loadu_ps(p + i + 16);
+      const __m256 v3 = _mm256_loadu_ps(p + i + 24);
+      mn0 = _mm256_min_ps(mn0, _mm256_min_ps(v0, v1));
+      mx0 = _mm256_max_ps(mx0, _mm256_max_ps(v0, v1));
+      mn1 = _mm256_min_ps(mn1, _mm256_min_ps(v2, v3));
+      mx1 = _mm256_max_ps(mx1, _mm256_max_ps(v2, v3));
+      const __m256 a = _mm256_sub_ps(v0, k);
+      const __m256 b = _mm256_sub_ps(v1, k);
+      const __m256 c = _mm256_sub_ps(v2, k);
+      const __m256 d = _mm256_sub_ps(v3, k);
+      s0 = _mm256_add_ps(s0, a);
+      s1 = _mm256_add_ps(s1, b);
+      s2 = _mm256_add_ps(s2, c);
+      s3 = _mm256_add_ps(s3, d);
+      q0 = _mm256_fmadd_ps(a, a, q0);
+      q1 = _mm256_fmadd_ps(b, b, q1);
+      q2 = _mm256_fmadd_ps(c, c, q2);
+      q3 = _mm256_fmadd_ps(d, d, q3);
+    }
+    sum_d = WidenAdd(WidenAdd(WidenAdd(WidenAdd(sum_d, s0), s1), s2), s3);
+    sumsq_d = WidenAdd(WidenAdd(WidenAdd(WidenAdd(sumsq_d, q0), q1), q2), q3);
   }
   alignas(32) double sd[4], qd[4];
   alignas(32) float mnf[8], mxf[8];
-  _mm256_store_pd(sd, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
-  _mm256_store_pd(qd, _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
+  _mm256_store_pd(sd, sum_d);
+  _mm256_store_pd(qd, sumsq_d);
   _mm256_store_ps(mnf, _mm256_min_ps(mn0, mn1));
   _mm256_store_ps(mxf, _mm256_max_ps(mx0, mx1));
   double sum = sd[0] + sd[1] + sd[2] + sd[3];
@@ -259,7 +280,7 @@ __attribute__((target("avx2"))) bool FastMomentsF32Avx2(const float* p, int64_t 
 bool HasAvx2() {
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") != 0;
+    return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
   }();
   return has;
 }

@@ -3,9 +3,11 @@
 // ComputeTensorStats reads every element once and returns mean, population std, min and max over
 // the finite elements, and NaN / +-Inf counts over all elements:
 //  - float32, float64, float16 and bfloat16 tensors on the CPU, contiguous or strided (any strides,
-//    expanded dims included), are reduced by a vectorised kernel that accumulates in double; a
-//    tensor with no non-finite value costs one pass, one that holds NaN/Inf costs a second, exact
-//    pass;
+//    expanded dims included), are reduced by a vectorised kernel that accumulates in double
+//    (float32 and narrower on AVX2+FMA machines: float partial sums over blocks of 1024 elements,
+//    widened to double, which halves the cost per element; relative error ~1e-7, the accuracy of
+//    ATen's own float32 reductions); a tensor with no non-finite value costs one pass, one that
+//    holds NaN/Inf costs a second, exact pass in double;
 //  - other devices (CUDA, ...) are reduced with ATen operators (ComputeTensorStatsWithAten), which
 //    synchronise with the device;
 //  - non-float dtypes (integers, bool, complex), empty tensors and non-strided layouts (sparse,
