@@ -1,7 +1,9 @@
 #include "client/record_proto.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tracetorch {
 namespace {
@@ -224,7 +226,7 @@ void ToProto(const Anomaly& a, v1::Anomaly* out) {
 Anomaly FromProto(const v1::Anomaly& a) {
   Anomaly out;
   const int type = static_cast<int>(a.type()) - 1;
-  out.type = type >= 0 && type <= static_cast<int>(AnomalyType::kNanGradient)
+  out.type = type >= 0 && type <= static_cast<int>(AnomalyType::kRankDivergence)
                  ? static_cast<AnomalyType>(type)
                  : AnomalyType::kNanActivation;
   out.severity = SeverityFromProto(a.severity());
@@ -248,6 +250,80 @@ TraceRecord FromProto(const v1::TraceRecord& record) {
   out.layers.reserve(static_cast<size_t>(record.layers_size()));
   for (const v1::LayerTrace& l : record.layers()) out.layers.push_back(FromProto(l));
   for (const v1::Anomaly& a : record.warnings()) out.warnings.push_back(FromProto(a));
+  return out;
+}
+
+void ToProto(const TraceDiff& diff, v1::TraceDiff* out) {
+  out->set_baseline_model(diff.baseline_model);
+  out->set_current_model(diff.current_model);
+  for (const DiffEntry& e : diff.entries) {
+    v1::DiffEntry* p = out->add_entries();
+    switch (e.severity) {
+      case DiffSeverity::kInfo:
+        p->set_severity(v1::SEVERITY_INFO);
+        break;
+      case DiffSeverity::kWarning:
+        p->set_severity(v1::SEVERITY_WARNING);
+        break;
+      case DiffSeverity::kCritical:
+        p->set_severity(v1::SEVERITY_CRITICAL);
+        break;
+    }
+    p->set_kind(static_cast<v1::DiffKind>(static_cast<int>(e.kind) + 1));
+    p->set_layer(e.layer);
+    p->set_message(e.message);
+    for (const auto& [key, value] : e.details) {
+      v1::Detail* d = p->add_details();
+      d->set_key(key);
+      DetailToProto(value, d->mutable_value());
+    }
+  }
+  out->set_has_regressions(diff.has_regressions());
+  out->set_critical_count(diff.critical_count());
+  out->set_warning_count(diff.warning_count());
+}
+
+TraceDiff FromProto(const v1::TraceDiff& diff) {
+  TraceDiff out;
+  out.baseline_model = diff.baseline_model();
+  out.current_model = diff.current_model();
+  out.entries.reserve(static_cast<size_t>(diff.entries_size()));
+  for (const v1::DiffEntry& p : diff.entries()) {
+    DiffEntry e;
+    switch (p.severity()) {
+      case v1::SEVERITY_WARNING:
+        e.severity = DiffSeverity::kWarning;
+        break;
+      case v1::SEVERITY_CRITICAL:
+        e.severity = DiffSeverity::kCritical;
+        break;
+      default:
+        e.severity = DiffSeverity::kInfo;
+        break;
+    }
+    const int kind = static_cast<int>(p.kind()) - 1;
+    e.kind = kind >= 0 && kind <= static_cast<int>(DiffKind::kResolvedAnomaly)
+                 ? static_cast<DiffKind>(kind)
+                 : DiffKind::kLayerAdded;
+    e.layer = p.layer();
+    e.message = p.message();
+    for (const v1::Detail& d : p.details()) {
+      e.details.emplace_back(d.key(), DetailFromProto(d.value()));
+    }
+    out.entries.push_back(std::move(e));
+  }
+  return out;
+}
+
+LatencySamples LatencySamplesFromHistory(
+    const google::protobuf::RepeatedPtrField<v1::LayerHistory>& history) {
+  LatencySamples out;
+  for (const v1::LayerHistory& h : history) {
+    std::vector<double>& values = out.by_layer[h.full_name()];
+    for (double v : h.latency_ms()) {
+      if (!std::isnan(v)) values.push_back(v);
+    }
+  }
   return out;
 }
 

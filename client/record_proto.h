@@ -6,7 +6,10 @@
 #ifndef TRACETORCH_CLIENT_RECORD_PROTO_H_
 #define TRACETORCH_CLIENT_RECORD_PROTO_H_
 
+#include "google/protobuf/repeated_ptr_field.h"
+#include "trace/diff.h"
 #include "trace/record.h"
+#include "tracetorch/v1/service.pb.h"
 #include "tracetorch/v1/trace.pb.h"
 
 namespace tracetorch {
@@ -28,6 +31,16 @@ NanOrigin FromProto(const v1::NanOrigin& origin);
 
 // Shared by the trace model and the agent's TensorEvent (agent.proto).
 TensorStats FromProto(const v1::TensorStats& stats);
+
+// A diff (trace/diff.h) on the wire, lossless both ways. The proto's has_regressions and counts
+// are written from the core's and not read back (the core derives them from the entries).
+void ToProto(const TraceDiff& diff, v1::TraceDiff* out);
+TraceDiff FromProto(const v1::TraceDiff& diff);
+
+// The per-step forward latencies of a snapshot's history (LayerHistory.latency_ms by full_name),
+// for the noise-aware diff. NaN points (no forward that step) are dropped.
+LatencySamples LatencySamplesFromHistory(
+    const google::protobuf::RepeatedPtrField<v1::LayerHistory>& history);
 
 }  // namespace tracetorch
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
 
 namespace tracetorch {
@@ -64,6 +65,65 @@ TEST(RecordProto, SurvivesSerialization) {
   v1::TraceRecord parsed;
   ASSERT_TRUE(parsed.ParseFromString(p.SerializeAsString()));
   EXPECT_EQ(FromProto(parsed), r);
+}
+
+TEST(RecordProto, DiffRoundTripIsLossless) {
+  TraceDiff d;
+  d.baseline_model = "Net";
+  d.current_model = "Net2";
+  DiffEntry shape{DiffSeverity::kCritical,
+                  DiffKind::kShapeChange,
+                  "fc",
+                  "Output shape changed",
+                  {{"baseline", DetailValue(std::string("[4, 10]"))}}};
+  DiffEntry latency{DiffSeverity::kWarning,
+                    DiffKind::kLatencyRegression,
+                    "fc",
+                    "Latency regression",
+                    {{"baseline_ms", DetailValue(0.5)},
+                     {"current_count", DetailValue(int64_t{7})},
+                     {"rule", DetailValue(std::string("median+iqr"))}}};
+  DiffEntry resolved{DiffSeverity::kInfo, DiffKind::kResolvedAnomaly, "act", "Resolved", {}};
+  d.entries = {shape, latency, resolved};
+  v1::TraceDiff p;
+  ToProto(d, &p);
+  EXPECT_EQ(p.entries(0).kind(), v1::DIFF_KIND_SHAPE_CHANGE);
+  EXPECT_EQ(p.entries(0).severity(), v1::SEVERITY_CRITICAL);
+  EXPECT_EQ(p.entries(1).kind(), v1::DIFF_KIND_LATENCY_REGRESSION);
+  EXPECT_EQ(p.entries(2).kind(), v1::DIFF_KIND_RESOLVED_ANOMALY);
+  EXPECT_TRUE(p.has_regressions());
+  EXPECT_EQ(p.critical_count(), 1);
+  EXPECT_EQ(p.warning_count(), 1);
+  v1::TraceDiff parsed;
+  ASSERT_TRUE(parsed.ParseFromString(p.SerializeAsString()));
+  const TraceDiff back = FromProto(parsed);
+  EXPECT_EQ(back.baseline_model, "Net");
+  EXPECT_EQ(back.current_model, "Net2");
+  EXPECT_EQ(back.entries, d.entries);
+}
+
+TEST(RecordProto, EveryDiffKindMapsOneToOne) {
+  for (int k = 0; k <= static_cast<int>(DiffKind::kResolvedAnomaly); ++k) {
+    TraceDiff d;
+    d.entries.push_back({DiffSeverity::kInfo, static_cast<DiffKind>(k), "l", "m", {}});
+    v1::TraceDiff p;
+    ToProto(d, &p);
+    EXPECT_EQ(v1::DiffKind_Name(p.entries(0).kind()).substr(10),
+              absl::AsciiStrToUpper(std::string(ToString(static_cast<DiffKind>(k)))));
+    EXPECT_EQ(FromProto(p).entries[0].kind, static_cast<DiffKind>(k));
+  }
+}
+
+TEST(RecordProto, LatencySamplesFromHistoryDropsUnknownSteps) {
+  google::protobuf::RepeatedPtrField<v1::LayerHistory> history;
+  v1::LayerHistory* h = history.Add();
+  h->set_full_name("fc");
+  for (double v : {0.5, std::nan(""), 0.7}) h->add_latency_ms(v);
+  history.Add()->set_full_name("act");
+  const LatencySamples s = LatencySamplesFromHistory(history);
+  ASSERT_EQ(s.by_layer.size(), 2u);
+  EXPECT_EQ(s.by_layer.at("fc"), (std::vector<double>{0.5, 0.7}));
+  EXPECT_TRUE(s.by_layer.at("act").empty());
 }
 
 }  // namespace

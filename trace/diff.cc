@@ -1,5 +1,6 @@
 #include "trace/diff.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -55,7 +56,111 @@ DiffEntry Entry(DiffSeverity severity, DiffKind kind, std::string layer, std::st
 // Latency in the diff messages: three decimals, as tracetorch-ml prints them ("1.448ms").
 std::string DiffMs(double ms) { return absl::StrFormat("%.3fms", ms); }
 
+// A layer's usable samples (finite, non-negative), sorted; empty when there are too few.
+std::vector<double> UsableSamples(const LatencySamples* samples, const std::string& layer) {
+  if (samples == nullptr) return {};
+  auto it = samples->by_layer.find(layer);
+  if (it == samples->by_layer.end()) return {};
+  std::vector<double> out;
+  out.reserve(it->second.size());
+  for (double v : it->second) {
+    if (std::isfinite(v) && v >= 0) out.push_back(v);
+  }
+  if (out.size() < kMinLatencySamples) return {};
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The p-quantile of sorted, non-empty `x`, interpolating linearly between order statistics.
+double Quantile(const std::vector<double>& x, double p) {
+  const double h = static_cast<double>(x.size() - 1) * p;
+  const size_t lo = static_cast<size_t>(std::floor(h));
+  const size_t hi = std::min(lo + 1, x.size() - 1);
+  return x[lo] + (h - static_cast<double>(lo)) * (x[hi] - x[lo]);
+}
+
+struct Band {
+  double q1 = 0;
+  double median = 0;
+  double q3 = 0;
+};
+
+Band BandOf(const std::vector<double>& sorted) {
+  return Band{Quantile(sorted, 0.25), Quantile(sorted, 0.5), Quantile(sorted, 0.75)};
+}
+
+// The noise-aware rule (diff.h) on sorted samples with at least kMinLatencySamples each.
+void CompareLatencySamples(const LayerTrace& b, const LayerTrace& c, double threshold,
+                           const std::vector<double>& bs, const std::vector<double>& cs,
+                           std::vector<DiffEntry>* out) {
+  const Band bb = BandOf(bs);
+  const Band cb = BandOf(cs);
+  if (bb.median == 0) return;  // As the mean rule: no relative change from zero.
+  const double rel = (cb.median - bb.median) / bb.median;
+  DiffSeverity severity;
+  DiffKind kind;
+  const char* what;
+  if (rel > threshold && cb.q1 > bb.q3) {
+    severity = DiffSeverity::kWarning;
+    kind = DiffKind::kLatencyRegression;
+    what = "Latency regression: ";
+  } else if (rel < -threshold && cb.q3 < bb.q1) {
+    severity = DiffSeverity::kInfo;
+    kind = DiffKind::kLatencyImprovement;
+    what = "Latency improved: ";
+  } else {
+    return;  // Within the threshold, or within step-to-step noise.
+  }
+  DiffEntry e = Entry(
+      severity, kind, b.full_name,
+      absl::StrCat(what, DiffMs(bb.median), " -> ", DiffMs(cb.median), " (", FormatPercent(rel),
+                   "; medians of ", bs.size(), " vs ", cs.size(), " steps, beyond step noise)"));
+  e.details.emplace_back("baseline_ms", bb.median);
+  e.details.emplace_back("current_ms", cb.median);
+  e.details.emplace_back("relative", rel);
+  e.details.emplace_back("baseline_count", b.forward_count);
+  e.details.emplace_back("current_count", c.forward_count);
+  e.details.emplace_back("rule", std::string("median+iqr"));
+  e.details.emplace_back("baseline_samples", static_cast<int64_t>(bs.size()));
+  e.details.emplace_back("current_samples", static_cast<int64_t>(cs.size()));
+  e.details.emplace_back("baseline_q1_ms", bb.q1);
+  e.details.emplace_back("baseline_q3_ms", bb.q3);
+  e.details.emplace_back("current_q1_ms", cb.q1);
+  e.details.emplace_back("current_q3_ms", cb.q3);
+  out->push_back(std::move(e));
+}
+
+// The mean rule (diff.h), as tracetorch-ml has it.
+void CompareLatencyMeans(const LayerTrace& b, const LayerTrace& c, double threshold,
+                         std::vector<DiffEntry>* out) {
+  std::optional<double> rel = RelativeChange(b.latency_ms_mean, c.latency_ms_mean);
+  if (!rel.has_value()) return;
+  const double bm = *b.latency_ms_mean;
+  const double cm = *c.latency_ms_mean;
+  if (*rel > threshold) {
+    DiffEntry e = Entry(DiffSeverity::kWarning, DiffKind::kLatencyRegression, b.full_name,
+                        absl::StrCat("Latency regression: ", DiffMs(bm), " -> ", DiffMs(cm), " (",
+                                     FormatPercent(*rel), ")"));
+    e.details.emplace_back("baseline_ms", bm);
+    e.details.emplace_back("current_ms", cm);
+    e.details.emplace_back("relative", *rel);
+    e.details.emplace_back("baseline_count", b.forward_count);
+    e.details.emplace_back("current_count", c.forward_count);
+    out->push_back(std::move(e));
+  } else if (*rel < -threshold) {
+    // tracetorch-ml gives improvements no call counts; we keep its details layout.
+    DiffEntry e = Entry(DiffSeverity::kInfo, DiffKind::kLatencyImprovement, b.full_name,
+                        absl::StrCat("Latency improved: ", DiffMs(bm), " -> ", DiffMs(cm), " (",
+                                     FormatPercent(*rel), ")"));
+    e.details.emplace_back("baseline_ms", bm);
+    e.details.emplace_back("current_ms", cm);
+    e.details.emplace_back("relative", *rel);
+    out->push_back(std::move(e));
+  }
+}
+
 void CompareLayer(const LayerTrace& b, const LayerTrace& c, const DiffThresholds& th,
+                  const LatencySamples* base_samples, const LatencySamples* cur_samples,
                   std::vector<DiffEntry>* out) {
   if (!SameOutputShapes(b, c)) {
     const std::string before = OutputShapes(b);
@@ -67,29 +172,13 @@ void CompareLayer(const LayerTrace& b, const LayerTrace& c, const DiffThresholds
     out->push_back(std::move(e));
   }
 
-  if (std::optional<double> rel = RelativeChange(b.latency_ms_mean, c.latency_ms_mean)) {
-    const double bm = *b.latency_ms_mean;
-    const double cm = *c.latency_ms_mean;
-    if (*rel > th.latency) {
-      DiffEntry e = Entry(DiffSeverity::kWarning, DiffKind::kLatencyRegression, b.full_name,
-                          absl::StrCat("Latency regression: ", DiffMs(bm), " -> ", DiffMs(cm), " (",
-                                       FormatPercent(*rel), ")"));
-      e.details.emplace_back("baseline_ms", bm);
-      e.details.emplace_back("current_ms", cm);
-      e.details.emplace_back("relative", *rel);
-      e.details.emplace_back("baseline_count", b.forward_count);
-      e.details.emplace_back("current_count", c.forward_count);
-      out->push_back(std::move(e));
-    } else if (*rel < -th.latency) {
-      // tracetorch-ml gives improvements no call counts; we keep its details layout.
-      DiffEntry e = Entry(DiffSeverity::kInfo, DiffKind::kLatencyImprovement, b.full_name,
-                          absl::StrCat("Latency improved: ", DiffMs(bm), " -> ", DiffMs(cm), " (",
-                                       FormatPercent(*rel), ")"));
-      e.details.emplace_back("baseline_ms", bm);
-      e.details.emplace_back("current_ms", cm);
-      e.details.emplace_back("relative", *rel);
-      out->push_back(std::move(e));
-    }
+  const std::vector<double> bs = UsableSamples(base_samples, b.full_name);
+  const std::vector<double> cs =
+      bs.empty() ? std::vector<double>() : UsableSamples(cur_samples, c.full_name);
+  if (!bs.empty() && !cs.empty()) {
+    CompareLatencySamples(b, c, th.latency, bs, cs, out);
+  } else {
+    CompareLatencyMeans(b, c, th.latency, out);
   }
 
   // grad_norm and the first output's std share one rule: warning when the value grew beyond the
@@ -197,6 +286,12 @@ bool TraceDiff::has_regressions() const { return critical_count() > 0 || warning
 
 TraceDiff DiffRecords(const TraceRecord& baseline, const TraceRecord& current,
                       const DiffThresholds& thresholds) {
+  return DiffRecords(baseline, LatencySamples(), current, LatencySamples(), thresholds);
+}
+
+TraceDiff DiffRecords(const TraceRecord& baseline, const LatencySamples& baseline_samples,
+                      const TraceRecord& current, const LatencySamples& current_samples,
+                      const DiffThresholds& thresholds) {
   TraceDiff diff;
   diff.baseline_model = baseline.metadata.model_name;
   diff.current_model = current.metadata.model_name;
@@ -219,7 +314,7 @@ TraceDiff DiffRecords(const TraceRecord& baseline, const TraceRecord& current,
       out.push_back(std::move(e));
       continue;
     }
-    CompareLayer(b, *it->second, thresholds, &out);
+    CompareLayer(b, *it->second, thresholds, &baseline_samples, &current_samples, &out);
   }
 
   absl::flat_hash_set<std::string_view> added;

@@ -16,6 +16,33 @@
 // Anomalies are matched by (layer, type), so a finding whose numbers moved is neither new nor
 // resolved. Messages read like "Latency regression: 0.035ms -> 0.046ms (+34.4%)".
 //
+// Noise-aware latency. The rule above compares two means, so one slow step (warm-up, a GC pause,
+// a data-loader stall) or plain step-to-step jitter can flag a regression that is not there. When
+// the caller has per-step forward latency samples for a layer on BOTH sides (LatencySamples, e.g.
+// the daemon's per-step history; at least kMinLatencySamples finite, non-negative values each),
+// that layer's latency is compared on the samples instead:
+//   B, C   the baseline's and the current samples; m = median; q1, q3 = 25th and 75th percentiles
+//          (linear interpolation between order statistics)
+//   rel    (m_C - m_B) / m_B
+//   latency_regression   rel >  latency threshold  AND  q1_C > q3_B
+//   latency_improvement  rel < -latency threshold  AND  q3_C < q1_B
+//   otherwise            no entry: the change is within step-to-step noise
+// That is: the medians moved by more than the threshold AND the middle halves of the two sets of
+// steps do not overlap (most current steps are slower than most baseline steps). For symmetric
+// noise this asks for a shift of more than the mean of the two interquartile ranges (about 1.35
+// standard deviations for normal noise); medians and quartiles are not moved by a few outlier
+// steps, and the rule needs no distribution assumption. Within noise there is deliberately no
+// entry: the diff has no kind for "unchanged", and an info entry of kind latency_regression would
+// be counted as a regression by scripts that filter on `kind`.
+// Entries made by this rule say so: the message ends "(+34.4%; medians of 50 vs 48 steps, beyond
+// step noise)" and the details are
+//   baseline_ms, current_ms       the medians (ms)        relative          rel
+//   baseline_count, current_count forward calls (as in the mean rule, regressions and improvements)
+//   rule                          "median+iqr"
+//   baseline_samples, current_samples  samples used
+//   baseline_q1_ms, baseline_q3_ms, current_q1_ms, current_q3_ms  the interquartile bands
+// A layer with samples on one side only, or too few, keeps the mean rule.
+//
 // Thread-compatible; no shared state.
 #ifndef TRACETORCH_TRACE_DIFF_H_
 #define TRACETORCH_TRACE_DIFF_H_
@@ -24,6 +51,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "trace/record.h"
 
@@ -75,8 +103,27 @@ struct TraceDiff {
   bool has_regressions() const;
 };
 
+// Per-step forward latency samples (ms) of one side of a diff, by layer full_name, in any order.
+// Non-finite and negative values are ignored.
+//
+// Example:
+//   LatencySamples base;
+//   base.by_layer["block.fc"] = {0.51, 0.49, 0.50, 0.52, 0.50};
+struct LatencySamples {
+  absl::flat_hash_map<std::string, std::vector<double>> by_layer;
+};
+
+// Fewest usable samples per side for the noise-aware rule.
+inline constexpr size_t kMinLatencySamples = 5;
+
 // The thresholds must be valid (DiffThresholds::Validate).
 TraceDiff DiffRecords(const TraceRecord& baseline, const TraceRecord& current,
+                      const DiffThresholds& thresholds = {});
+
+// As above, with the noise-aware latency rule (see the top of this file) for every layer that has
+// enough samples on both sides. Empty samples give exactly DiffRecords(baseline, current, ...).
+TraceDiff DiffRecords(const TraceRecord& baseline, const LatencySamples& baseline_samples,
+                      const TraceRecord& current, const LatencySamples& current_samples,
                       const DiffThresholds& thresholds = {});
 
 }  // namespace tracetorch

@@ -2,6 +2,8 @@
 
 #include <limits>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -318,6 +320,148 @@ TEST(DiffRecords, OrderIsDeterministic) {
                                   "gone", "b2"));
   // Same inputs, same output.
   EXPECT_EQ(DiffRecords(base, cur).entries, diff.entries);
+}
+
+// ---- Noise-aware latency -----------------------------------------------------------------------
+
+LatencySamples Samples(const std::string& layer, std::vector<double> values) {
+  LatencySamples s;
+  s.by_layer[layer] = std::move(values);
+  return s;
+}
+
+const DetailValue& Detail(const DiffEntry& e, std::string_view key) {
+  const DetailValue* v = FindDetail(e.details, key);
+  static const DetailValue kMissing = std::string("<missing>");
+  return v != nullptr ? *v : kMissing;
+}
+
+TEST(NoiseAwareDiff, NoisyButEqualStepsWithShiftedMeansAreNotARegression) {
+  // Same step distribution on both sides (jitter of +-40%), but the current run had two stalls that
+  // pull its mean up by far more than the 10% threshold: the mean rule flags it, the samples do
+  // not.
+  const std::vector<double> base = {0.6, 1.4, 0.8, 1.2, 1.0, 0.7, 1.3, 0.9, 1.1, 1.0};
+  const std::vector<double> cur = {1.4, 0.6, 1.2, 0.8, 1.0, 1.3, 0.7, 1.1, 9.0, 8.0};
+  const TraceRecord b = Record({Layer("fc", 1.0)});
+  const TraceRecord c = Record({Layer("fc", 2.51)});
+  ASSERT_THAT(Kinds(DiffRecords(b, c)), ElementsAre(DiffKind::kLatencyRegression));
+  const TraceDiff diff = DiffRecords(b, Samples("fc", base), c, Samples("fc", cur));
+  EXPECT_THAT(diff.entries, IsEmpty());
+  EXPECT_FALSE(diff.has_regressions());
+}
+
+TEST(NoiseAwareDiff, ShiftWithinTheSpreadIsNoise) {
+  // Medians +20% (beyond the threshold) but the steps spread wider than the shift: the middle
+  // halves overlap.
+  const std::vector<double> base = {0.5, 0.7, 0.9, 1.0, 1.1, 1.3, 1.5};
+  const std::vector<double> cur = {0.7, 0.9, 1.1, 1.2, 1.3, 1.5, 1.7};
+  const TraceDiff diff = DiffRecords(Record({Layer("fc", 1.0)}), Samples("fc", base),
+                                     Record({Layer("fc", 1.2)}), Samples("fc", cur));
+  EXPECT_THAT(diff.entries, IsEmpty());
+}
+
+TEST(NoiseAwareDiff, RealShiftIsARegressionAndSaysSo) {
+  const std::vector<double> base = {1.00, 1.02, 0.98, 1.01, 0.99, 1.00};
+  const std::vector<double> cur = {1.30, 1.31, 1.29, 1.30, 1.32, 1.28, 1.30, 1.30};
+  LayerTrace cl = Layer("fc", 1.3);
+  cl.forward_count = 8;
+  const TraceDiff diff = DiffRecords(Record({Layer("fc", 1.0)}), Samples("fc", base), Record({cl}),
+                                     Samples("fc", cur));
+  ASSERT_EQ(diff.entries.size(), 1u);
+  const DiffEntry& e = diff.entries[0];
+  EXPECT_EQ(e.kind, DiffKind::kLatencyRegression);
+  EXPECT_EQ(e.severity, DiffSeverity::kWarning);
+  EXPECT_EQ(e.layer, "fc");
+  EXPECT_EQ(e.message,
+            "Latency regression: 1.000ms -> 1.300ms (+30.0%; medians of 6 vs 8 steps, beyond step "
+            "noise)");
+  EXPECT_EQ(Detail(e, "rule"), DetailValue(std::string("median+iqr")));
+  EXPECT_EQ(Detail(e, "baseline_ms"), DetailValue(1.0));
+  EXPECT_EQ(Detail(e, "current_ms"), DetailValue(1.30));
+  EXPECT_EQ(Detail(e, "baseline_samples"), DetailValue(int64_t{6}));
+  EXPECT_EQ(Detail(e, "current_samples"), DetailValue(int64_t{8}));
+  EXPECT_EQ(Detail(e, "baseline_count"), DetailValue(int64_t{20}));
+  EXPECT_EQ(Detail(e, "current_count"), DetailValue(int64_t{8}));
+  // Sorted base: .98 .99 1.00 1.00 1.01 1.02 -> q1 at h=1.25: 0.9925, q3 at h=3.75: 1.0075.
+  EXPECT_DOUBLE_EQ(std::get<double>(Detail(e, "baseline_q1_ms")), 0.9925);
+  EXPECT_DOUBLE_EQ(std::get<double>(Detail(e, "baseline_q3_ms")), 1.0075);
+  EXPECT_GT(std::get<double>(Detail(e, "current_q1_ms")),
+            std::get<double>(Detail(e, "baseline_q3_ms")));
+  EXPECT_DOUBLE_EQ(std::get<double>(Detail(e, "relative")), 0.3);
+  EXPECT_TRUE(diff.has_regressions());
+}
+
+TEST(NoiseAwareDiff, RealImprovementIsInfo) {
+  const std::vector<double> base = {2.0, 2.1, 1.9, 2.0, 2.0};
+  const std::vector<double> cur = {1.0, 1.1, 0.9, 1.0, 1.0};
+  const TraceDiff diff = DiffRecords(Record({Layer("fc", 2.0)}), Samples("fc", base),
+                                     Record({Layer("fc", 1.0)}), Samples("fc", cur));
+  ASSERT_EQ(diff.entries.size(), 1u);
+  EXPECT_EQ(diff.entries[0].kind, DiffKind::kLatencyImprovement);
+  EXPECT_EQ(diff.entries[0].severity, DiffSeverity::kInfo);
+  EXPECT_THAT(diff.entries[0].message, HasSubstr("(-50.0%; medians of 5 vs 5 steps"));
+  EXPECT_FALSE(diff.has_regressions());
+}
+
+TEST(NoiseAwareDiff, BandsApartButWithinTheThresholdIsNothing) {
+  // A tiny, very consistent shift (+5%) is real but below the 10% threshold.
+  const std::vector<double> base = {1.0, 1.0, 1.0, 1.0, 1.0};
+  const std::vector<double> cur = {1.05, 1.05, 1.05, 1.05, 1.05};
+  EXPECT_THAT(DiffRecords(Record({Layer("fc", 1.0)}), Samples("fc", base),
+                          Record({Layer("fc", 1.05)}), Samples("fc", cur))
+                  .entries,
+              IsEmpty());
+}
+
+TEST(NoiseAwareDiff, MedianNotMeanDecides) {
+  // The records' means agree (no mean-rule entry) but the steps moved: a real regression hidden
+  // by a slow warm-up step in the baseline.
+  const std::vector<double> base = {1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0};
+  const std::vector<double> cur = {1.3, 1.3, 1.3, 1.3, 1.3, 1.3, 1.3, 1.3, 1.3, 1.3};
+  const TraceRecord b = Record({Layer("fc", 1.3)});
+  const TraceRecord c = Record({Layer("fc", 1.3)});
+  ASSERT_THAT(DiffRecords(b, c).entries, IsEmpty());
+  EXPECT_THAT(Kinds(DiffRecords(b, Samples("fc", base), c, Samples("fc", cur))),
+              ElementsAre(DiffKind::kLatencyRegression));
+}
+
+TEST(NoiseAwareDiff, TooFewOrOneSidedSamplesKeepTheMeanRule) {
+  const TraceRecord b = Record({Layer("fc", 1.0)});
+  const TraceRecord c = Record({Layer("fc", 1.5)});
+  const TraceDiff plain = DiffRecords(b, c);
+  ASSERT_THAT(Kinds(plain), ElementsAre(DiffKind::kLatencyRegression));
+  const std::vector<double> flat = {1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+  // Samples on one side only.
+  EXPECT_EQ(DiffRecords(b, Samples("fc", flat), c, LatencySamples()).entries, plain.entries);
+  EXPECT_EQ(DiffRecords(b, LatencySamples(), c, Samples("fc", flat)).entries, plain.entries);
+  // Four usable samples on one side (NaN, Inf and negative values do not count).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(
+      DiffRecords(b, Samples("fc", {1.0, 1.0, 1.0, 1.0, nan, inf, -1.0}), c, Samples("fc", flat))
+          .entries,
+      plain.entries);
+  // Samples for another layer only.
+  EXPECT_EQ(DiffRecords(b, Samples("other", flat), c, Samples("other", flat)).entries,
+            plain.entries);
+  // Empty samples: exactly the plain diff, entry for entry, on a record with every kind.
+  EXPECT_EQ(DiffRecords(b, LatencySamples(), c, LatencySamples()).entries, plain.entries);
+}
+
+TEST(NoiseAwareDiff, OnlyLatencyChangesTheRestIsAsBefore) {
+  // Samples that say "noise" suppress the latency entry and nothing else.
+  LayerTrace cl = Layer("fc", 2.0, 2.0, 1.0);
+  cl.outputs[0].shape = {1};
+  const TraceRecord b = Record({Layer("fc", 1.0, 1.0, 1.0), Layer("gone")});
+  const TraceRecord c = Record({cl, Layer("new")});
+  const std::vector<double> noisy = {0.2, 3.0, 0.5, 2.5, 1.0, 1.8, 0.7};
+  EXPECT_THAT(
+      Kinds(DiffRecords(b, c)),
+      ElementsAre(DiffKind::kShapeChange, DiffKind::kLatencyRegression, DiffKind::kGradNormChange,
+                  DiffKind::kLayerRemoved, DiffKind::kLayerAdded));
+  EXPECT_THAT(Kinds(DiffRecords(b, Samples("fc", noisy), c, Samples("fc", noisy))),
+              ElementsAre(DiffKind::kShapeChange, DiffKind::kGradNormChange,
+                          DiffKind::kLayerRemoved, DiffKind::kLayerAdded));
 }
 
 TEST(DiffThresholds, Validate) {

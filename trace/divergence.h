@@ -30,6 +30,12 @@ struct RankTrace {
 
 // Anomalies of type kRankDivergence (severity warning), in layer order of the first rank, then by
 // rank. Needs at least 3 ranks (with 2 there is no majority): fewer give none.
+// A rank is flagged only when it also departs from the median of ALL ranks by more than the
+// threshold, so that with 3 ranks the normal ranks (whose others' median is pulled halfway to the
+// straggler) are not flagged with it. Ranks without a record, layers or values missing on a rank,
+// non-finite values and a zero median are skipped; invalid thresholds give none (see Validate).
+// details: rank (int), label, metric ("latency_ms" | "grad_norm"), value, median (the other
+// ranks'), ratio (value / median), threshold, ranks_compared.
 std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
                                           const DivergenceThresholds& thresholds = {});
 

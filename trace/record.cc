@@ -14,7 +14,7 @@ constexpr std::array<std::pair<AnomalySeverity, std::string_view>, 3> kSeverityN
     {AnomalySeverity::kCritical, "critical"},
 }};
 
-constexpr std::array<std::pair<AnomalyType, std::string_view>, 8> kTypeNames = {{
+constexpr std::array<std::pair<AnomalyType, std::string_view>, 9> kTypeNames = {{
     {AnomalyType::kNanActivation, "nan_activation"},
     {AnomalyType::kInfActivation, "inf_activation"},
     {AnomalyType::kDeadLayer, "dead_layer"},
@@ -23,6 +23,7 @@ constexpr std::array<std::pair<AnomalyType, std::string_view>, 8> kTypeNames = {
     {AnomalyType::kEmptyOutput, "empty_output"},
     {AnomalyType::kZeroGradient, "zero_gradient"},
     {AnomalyType::kNanGradient, "nan_gradient"},
+    {AnomalyType::kRankDivergence, "rank_divergence"},
 }};
 
 }  // namespace

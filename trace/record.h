@@ -111,6 +111,7 @@ enum class AnomalyType {
   kEmptyOutput,
   kZeroGradient,
   kNanGradient,
+  kRankDivergence,  // A rank of a job departs from the other ranks (trace/divergence.h).
 };
 
 // The JSON spellings: "info"/"warning"/"critical"; "nan_activation", "dead_layer", ...

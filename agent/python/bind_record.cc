@@ -74,7 +74,7 @@ struct EnumInfo<AnomalyType> {
   static constexpr std::array kValues = {
       AnomalyType::kNanActivation,     AnomalyType::kInfActivation, AnomalyType::kDeadLayer,
       AnomalyType::kExplodingVariance, AnomalyType::kHighVariance,  AnomalyType::kEmptyOutput,
-      AnomalyType::kZeroGradient,      AnomalyType::kNanGradient,
+      AnomalyType::kZeroGradient,      AnomalyType::kNanGradient,   AnomalyType::kRankDivergence,
   };
   static py::handle Class() { return Globals().anomaly_type; }
 };

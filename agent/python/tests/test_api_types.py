@@ -84,7 +84,7 @@ def test_enum_values_are_the_json_spellings():
     assert AnomalySeverity.INFO.value == "info"
     assert [t.value for t in AnomalyType] == [
         "nan_activation", "inf_activation", "dead_layer", "exploding_variance", "high_variance",
-        "empty_output", "zero_gradient", "nan_gradient",
+        "empty_output", "zero_gradient", "nan_gradient", "rank_divergence",
     ]
     assert {s.value for s in DiffSeverity} == {"info", "warning", "critical"}
     assert DiffKind.LATENCY_REGRESSION.value == "latency_regression"
