@@ -47,12 +47,21 @@ absl::StatusOr<std::unique_ptr<TraceServiceClient>> TraceServiceClient::Create(
   } else {
     target = std::string(address);  // HOST:PORT
   }
+  // TLS is for TCP: a Unix socket is plain (file permissions guard it), so TLS settings taken from
+  // the environment do not break local use.
+  ServiceClientOptions effective = options;
+  if (absl::StartsWith(target, "unix:")) {
+    effective.tls_ca_file.clear();
+    effective.tls_cert_file.clear();
+    effective.tls_key_file.clear();
+    effective.tls_server_name.clear();
+  }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      MakeChannelCredentials(options);
+      MakeChannelCredentials(effective);
   if (!credentials.ok()) return credentials.status();
-  auto channel = grpc::CreateCustomChannel(target, *credentials, MakeChannelArguments(options));
+  auto channel = grpc::CreateCustomChannel(target, *credentials, MakeChannelArguments(effective));
   return std::unique_ptr<TraceServiceClient>(
-      new TraceServiceClient(std::make_unique<Impl>(std::move(channel), options)));
+      new TraceServiceClient(std::make_unique<Impl>(std::move(channel), effective)));
 }
 
 TraceServiceClient::TraceServiceClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

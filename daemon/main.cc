@@ -31,7 +31,14 @@ int main(int argc, char** argv) {
   app.add_option("--service-socket", config.service_socket_path,
                  "gRPC TraceService socket (default: tracetorchd-rpc.sock beside --socket)");
   app.add_option("--service-tcp", config.service_tcp_address,
-                 "Also serve TraceService on this HOST:PORT (off unless set; no TLS yet)");
+                 "Also serve TraceService on TCP: PORT (127.0.0.1:PORT) or HOST:PORT (off unless "
+                 "set; needs --token-file; a non-loopback HOST needs --tls-cert/--tls-key)");
+  app.add_option("--token-file", config.service_token_file,
+                 "Bearer token every TCP call must carry (first line of the file; mode 0600)");
+  app.add_option("--tls-cert", config.tls_cert_file, "TLS server certificate chain (PEM) for TCP");
+  app.add_option("--tls-key", config.tls_key_file, "TLS server private key (PEM) for TCP");
+  app.add_option("--tls-client-ca", config.tls_client_ca_file,
+                 "Require TCP clients to present a certificate signed by this CA (PEM)");
   app.add_option("--data-dir", config.data_dir, "Where snapshots and the session index live");
   app.add_option("--snapshot-interval", snapshot_s, "Seconds between snapshots of live sessions")
       ->check(CLI::PositiveNumber);
@@ -73,6 +80,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     config.socket_group = g->gr_gid;
+  }
+
+  if (absl::Status s = tracetorch::daemon::ValidateRemoteAccess(config); !s.ok()) {
+    spdlog::error("tracetorchd: {}", std::string(s.message()));
+    return 2;
   }
 
   // Signals are taken synchronously by this thread; every thread started below inherits the mask.
