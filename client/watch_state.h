@@ -1,8 +1,9 @@
 // A viewer's copy of what it watches, kept current from WatchUpdates (service.proto): a full
-// snapshot replaces it, a delta is merged into it (layers by full_name, history by full_name; the
-// session info, metadata, anomalies and NaN origin of a delta replace the old ones), a job
-// snapshot replaces the job view. Used by `tracetorch watch --remote` and by tests that check what
-// viewers received.
+// snapshot replaces it, a delta is merged into it (layers by full_name, history by full_name: an
+// entry with append = true continues the copy — first thinned as thin_before_step says, then its
+// points from steps[0] on replace the copy's — else it replaces the copy; the session info,
+// metadata, anomalies and NaN origin of a delta replace the old ones), a job snapshot replaces the
+// job view. Used by `tracetorch watch --remote` and by tests that check what viewers received.
 //
 // Thread-compatible.
 #ifndef TRACETORCH_CLIENT_WATCH_STATE_H_
@@ -18,9 +19,11 @@ namespace tracetorch::client {
 
 class WatchState {
  public:
-  // Applies one update. FailedPrecondition for a delta before any full snapshot (the caller
-  // should re-subscribe); InvalidArgument for an empty update. session_ended and shutdown are
-  // recorded (ended(), shutdown()) and leave the snapshot as it was.
+  // Applies one update, all or nothing. FailedPrecondition for a delta before any full snapshot
+  // or one appending to a layer history this viewer does not hold (the caller should
+  // re-subscribe); InvalidArgument for an empty update, an appended history entry whose fields
+  // differ in length, or a whole (not appended) history entry with thin_before_step. session_ended
+  // and shutdown are recorded (ended(), shutdown()) and leave the snapshot as it was.
   absl::Status Apply(const v1::WatchUpdate& update);
 
   bool has_snapshot() const { return snapshot_.has_value(); }

@@ -201,14 +201,33 @@ absl::Status Session::DeclareLayers(const v1::LayerTable& table) {
     agg_ids_[wire] = *id;
     wire_names_[wire] = info.full_name;
     while (history_.size() <= static_cast<size_t>(*id)) {
-      history_.emplace_back(std::max<size_t>(limits_.history_steps, 4));
+      const size_t capacity = std::max<size_t>(limits_.history_steps, 4);
+      history_.emplace_back(capacity, LayerHistory::Stagger(history_.size(), capacity));
+      layer_changed_.push_back(0);
+      layer_born_.push_back(0);
+      history_born_.push_back(0);
+      history_thinned_.push_back(0);
+      history_thinned_before_.push_back(0);
     }
   }
   return absl::OkStatus();
 }
 
+void Session::TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thinnings_before) {
+  const size_t i = static_cast<size_t>(id);
+  layer_changed_[i] = changes_;
+  if (layer_born_[i] == 0) layer_born_[i] = changes_;
+  if (history_was_empty && !history_[i].points().empty()) history_born_[i] = changes_;
+  const uint64_t thinnings = history_[i].thinnings() - thinnings_before;
+  if (thinnings > 0) {
+    history_thinned_before_[i] = thinnings > 1 ? changes_ : history_thinned_[i];
+    history_thinned_[i] = changes_;
+  }
+}
+
 BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
   BatchOutcome out;
+  const absl::Time arrived = absl::Now();
   absl::MutexLock lock(&mu_);
   ++changes_;
   client_dropped_ = std::max(client_dropped_, batch.dropped_events());
@@ -260,7 +279,11 @@ BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
     std::optional<double> out_std;
     if (e.outputs_size() > 0 && e.outputs(0).stats().has_std())
       out_std = e.outputs(0).stats().std();
-    history_[static_cast<size_t>(id)].RecordForward(e.step(), s.latency_ms, out_std, non_finite);
+    LayerHistory& history = history_[static_cast<size_t>(id)];
+    const bool history_was_empty = history.points().empty();
+    const uint64_t thinnings = history.thinnings();
+    history.RecordForward(e.step(), s.latency_ms, out_std, non_finite, changes_);
+    TouchLayerLocked(id, history_was_empty, thinnings);
     if (absl::Status st = aggregator_.AddForward(id, std::move(s)); !st.ok()) {
       reject(e.layer_id());
       continue;
@@ -284,7 +307,11 @@ BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
     s.grad_in_has_nan = e.grad_in_has_nan();
     s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
     s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());
-    history_[static_cast<size_t>(id)].RecordBackward(e.step(), s.grad_norm, s.grad_has_nan);
+    LayerHistory& history = history_[static_cast<size_t>(id)];
+    const bool history_was_empty = history.points().empty();
+    const uint64_t thinnings = history.thinnings();
+    history.RecordBackward(e.step(), s.grad_norm, s.grad_has_nan, changes_);
+    TouchLayerLocked(id, history_was_empty, thinnings);
     if (absl::Status st = aggregator_.AddBackward(id, s); !st.ok()) {
       reject(e.layer_id());
       continue;
@@ -298,6 +325,7 @@ BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
       aggregator_.SetMetadata(std::move(m));
     }
   }
+  if (out.accepted > 0) newest_event_ = arrived;
   events_ += out.accepted;
   rejected_events_ += out.rejected;
   received_this_run_ += out.accepted + out.rejected;
@@ -363,6 +391,10 @@ uint64_t Session::DroppedLocked() const { return client_dropped_ + lost_events_;
 
 v1::SessionInfo Session::Info() const {
   absl::MutexLock lock(&mu_);
+  return InfoLocked();
+}
+
+v1::SessionInfo Session::InfoLocked() const {
   v1::SessionInfo info;
   info.set_session_id(id_);
   switch (state_) {
@@ -397,8 +429,9 @@ v1::SessionIndexEntry Session::IndexEntry() const {
   return entry;
 }
 
-TraceRecord Session::RecordLocked() const {
-  TraceRecord r = aggregator_.Snapshot();
+TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.Snapshot()); }
+
+TraceRecord Session::RecordFromLocked(TraceRecord r) const {
   if (restored_.has_value()) r = MergeRecords(restored_->record, r);
   SetExtra(r.metadata, "dropped_events", absl::StrCat(DroppedLocked()));
   std::string id_json;
@@ -416,22 +449,69 @@ TraceRecord Session::Record() const {
 
 v1::Snapshot Session::ToSnapshot() const {
   v1::Snapshot snap;
-  *snap.mutable_session() = Info();
   absl::MutexLock lock(&mu_);
-  ToProto(RecordLocked(), snap.mutable_record());
-  const std::vector<LayerTrace> layers = aggregator_.Snapshot().layers;
-  // History by full_name, in the record's layer order where the layer has points.
-  absl::flat_hash_map<std::string, size_t> agg_by_name;
+  SnapshotLocked(&snap, nullptr);
+  return snap;
+}
+
+uint64_t Session::version() const {
+  absl::MutexLock lock(&mu_);
+  return changes_;
+}
+
+absl::Time Session::newest_event() const {
+  absl::MutexLock lock(&mu_);
+  return newest_event_;
+}
+
+Session::WatchView Session::GetWatchView() const {
+  WatchView view;
+  absl::MutexLock lock(&mu_);
+  view.version = changes_;
+  view.newest_event = newest_event_;
+  view.state = state_;
+  SnapshotLocked(&view.snapshot, &view);
+  return view;
+}
+
+void Session::SnapshotLocked(v1::Snapshot* snap, WatchView* view) const {
+  *snap->mutable_session() = InfoLocked();
+  TraceRecord aggregated = aggregator_.Snapshot();
+  std::vector<std::string> history_order;  // The aggregator's layer order.
+  history_order.reserve(aggregated.layers.size());
+  for (const LayerTrace& l : aggregated.layers) history_order.push_back(l.full_name);
+  ToProto(RecordFromLocked(std::move(aggregated)), snap->mutable_record());
+  // History by full_name, in the aggregator's layer order where the layer has points.
+  absl::flat_hash_map<std::string_view, size_t> agg_by_name;
   for (size_t wire = 0; wire < agg_ids_.size(); ++wire) {
     if (agg_ids_[wire] >= 0) agg_by_name[wire_names_[wire]] = static_cast<size_t>(agg_ids_[wire]);
   }
-  for (const LayerTrace& l : layers) {
-    auto it = agg_by_name.find(l.full_name);
+  if (view != nullptr) {
+    absl::flat_hash_map<std::string_view, bool> restored_names;
+    if (restored_.has_value()) {
+      for (const LayerTrace& l : restored_->record.layers) restored_names[l.full_name] = true;
+    }
+    for (const v1::LayerTrace& l : snap->record().layers()) {
+      auto it = agg_by_name.find(l.full_name());
+      const bool known = it != agg_by_name.end() && it->second < layer_changed_.size();
+      view->layer_changed.push_back(known ? layer_changed_[it->second] : 0);
+      view->layer_born.push_back(
+          known && !restored_names.contains(l.full_name()) ? layer_born_[it->second] : 0);
+    }
+  }
+  for (const std::string& name : history_order) {
+    auto it = agg_by_name.find(name);
     if (it == agg_by_name.end() || it->second >= history_.size()) continue;
     const std::vector<HistoryPoint>& points = history_[it->second].points();
     if (points.empty()) continue;
-    v1::LayerHistory* h = snap.add_history();
-    h->set_full_name(l.full_name);
+    v1::LayerHistory* h = snap->add_history();
+    h->set_full_name(name);
+    const int n = static_cast<int>(points.size());
+    h->mutable_steps()->Reserve(n);
+    h->mutable_latency_ms()->Reserve(n);
+    h->mutable_output_std()->Reserve(n);
+    h->mutable_grad_norm()->Reserve(n);
+    h->mutable_non_finite()->Reserve(n);
     for (const HistoryPoint& p : points) {
       h->add_steps(p.step);
       h->add_latency_ms(p.latency_ms);
@@ -439,8 +519,17 @@ v1::Snapshot Session::ToSnapshot() const {
       h->add_grad_norm(p.grad_norm);
       h->add_non_finite(p.non_finite);
     }
+    if (view != nullptr) {
+      view->history_changed.push_back(layer_changed_[it->second]);
+      view->history_born.push_back(history_born_[it->second]);
+      view->history_thinned.push_back(history_thinned_[it->second]);
+      view->history_thinned_before.push_back(history_thinned_before_[it->second]);
+      view->history_thin_boundary.push_back(history_[it->second].thin_boundary());
+      std::vector<uint64_t>& stamps = view->history_point_changed.emplace_back();
+      stamps.reserve(points.size());
+      for (const HistoryPoint& p : points) stamps.push_back(p.stamp);
+    }
   }
-  return snap;
 }
 
 absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force) {

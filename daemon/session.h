@@ -95,6 +95,40 @@ class Session {
   // Info + Record + per-layer history.
   v1::Snapshot ToSnapshot() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // For live viewers (daemon/watch_hub.h). Every mutation bumps a version; each layer remembers
+  // the version of its first and of its latest accepted event, so that a viewer holding the state
+  // of version V needs only the layers (and history entries) changed after V.
+  struct WatchView {
+    uint64_t version = 0;
+    // When the newest accepted event batch reached this session (daemon clock); InfinitePast when
+    // none did yet.
+    absl::Time newest_event = absl::InfinitePast();
+    SessionState state = SessionState::kLive;
+    v1::Snapshot snapshot;  // As ToSnapshot(), taken at `version`.
+    // Parallel to snapshot.record().layers() and snapshot.history(): the version of the entry's
+    // latest change and of its first appearance (0: it was restored from disk / never changed).
+    std::vector<uint64_t> layer_changed;
+    std::vector<uint64_t> layer_born;
+    std::vector<uint64_t> history_changed;
+    std::vector<uint64_t> history_born;
+    // Also parallel to snapshot.history(): the version of the layer's latest history thinning (0:
+    // never; a viewer's copy older than that cannot be continued), and the version of each
+    // point's latest change (HistoryPoint::stamp; parallel to the entry's steps).
+    std::vector<uint64_t> history_thinned;
+    // Also parallel: the version of the thinning before the latest (0: none; a viewer's copy newer
+    // than it and older than history_thinned missed exactly one thinning), and the latest
+    // thinning's boundary step (LayerHistory::thin_boundary; 0: never thinned).
+    std::vector<uint64_t> history_thinned_before;
+    std::vector<uint64_t> history_thin_boundary;
+    std::vector<std::vector<uint64_t>> history_point_changed;
+  };
+  // The current version: cheap (one lock, no copy).
+  uint64_t version() const ABSL_LOCKS_EXCLUDED(mu_);
+  // WatchView::newest_event without the snapshot.
+  absl::Time newest_event() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A consistent snapshot with its versions, taken under one lock.
+  WatchView GetWatchView() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Writes Record() to `path` (WriteTraceFile, atomic) unless nothing changed since the last
   // successful write (or `force`). Returns whether a file was written. Serialised per session.
   absl::StatusOr<bool> WriteSnapshot(const std::string& path, bool force)
@@ -102,6 +136,15 @@ class Session {
 
  private:
   TraceRecord RecordLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // RecordLocked() from an aggregator snapshot already taken.
+  TraceRecord RecordFromLocked(TraceRecord aggregated) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  v1::SessionInfo InfoLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Fills `snap` (ToSnapshot) and, when given, the versions of `view`.
+  void SnapshotLocked(v1::Snapshot* snap, WatchView* view) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Records that aggregator layer `id` changed (or first appeared) at the current version.
+  // `thinnings_before`: the layer's LayerHistory::thinnings() before the event was recorded.
+  void TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thinnings_before)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t DroppedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const std::string id_;
@@ -127,7 +170,15 @@ class Session {
   uint64_t client_dropped_ ABSL_GUARDED_BY(mu_) = 0;     // Latest (monotonic) agent count.
   uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;        // In flight across reconnects.
   uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;  // Since the restore (gap accounting).
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;            // The version (WatchView).
+  absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // By aggregator id, for WatchView: versions of the latest and first accepted event, and of the
+  // first history point (0 = none yet), and of the latest history thinning (0 = never).
+  std::vector<uint64_t> layer_changed_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> layer_born_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> history_born_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> history_thinned_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> history_thinned_before_ ABSL_GUARDED_BY(mu_);  // The thinning before.
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   uint64_t written_changes_ ABSL_GUARDED_BY(write_mu_) = ~0ull;

@@ -334,6 +334,23 @@ absl::StatusOr<v1::Snapshot> SessionManager::GetSnapshot(std::string_view ref) c
   return snap;
 }
 
+absl::StatusOr<SessionManager::Found> SessionManager::Find(std::string_view ref) const {
+  absl::MutexLock lock(&mu_);
+  Found found;
+  if (ref == "latest") {
+    if (order_.empty()) return absl::NotFoundError("tracetorchd has no sessions yet");
+    found.id = order_.back();
+  } else {
+    found.id = std::string(ref);
+  }
+  auto it = entries_.find(found.id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("no session \"", std::string(ref), "\""));
+  }
+  found.session = it->second.session;
+  return found;
+}
+
 void SessionManager::WriteDueSnapshots() {
   std::vector<std::shared_ptr<Session>> sessions;
   {

@@ -89,6 +89,15 @@ class SessionManager {
   // are read from their snapshot file (no history). NotFound for an unknown id.
   absl::StatusOr<v1::Snapshot> GetSnapshot(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What `ref` (an id or "latest") resolves to now: the session id and, while the session is in
+  // memory, the Session itself (null once evicted: read it with GetSnapshot). NotFound as for
+  // GetSnapshot. For live viewers (daemon/watch_hub.h).
+  struct Found {
+    std::string id;
+    std::shared_ptr<Session> session;
+  };
+  absl::StatusOr<Found> Find(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Writes the snapshot of every in-memory session that changed since its last write, then the
   // index if anything changed. Called every snapshot interval.
   void WriteDueSnapshots() ABSL_LOCKS_EXCLUDED(mu_);
