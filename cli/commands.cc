@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -19,6 +20,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "cli/filter.h"
+#include "cli/live_view.h"
+#include "cli/remote_diff.h"
+#include "cli/remote_watch.h"
 #include "cli/render.h"
 #include "cli/source.h"
 #include "cli/watch.h"
@@ -93,10 +97,16 @@ struct SnapshotArgs {
 };
 
 struct WatchArgs {
-  std::string file;
+  std::vector<std::string> targets;  // FILE; or with --remote: [ADDR] [SESSION].
   FilterArgs filter;
   double interval_s = 1.0;
+  CLI::Option* interval_option = nullptr;
   bool recompute = false;
+  std::string remote;  // --remote's optional value (cli/remote_watch.h).
+  CLI::Option* remote_option = nullptr;
+  std::string job;
+  bool json = false;
+  double connect_timeout_s = 3.0;
 };
 
 // Prints "tracetorch: <message>" as one line on stderr and returns kExitUsage.
@@ -154,6 +164,9 @@ int RunSummary(const SummaryArgs& args, const Style& style, const CliEnvironment
 }
 
 int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env) {
+  if (args.current.empty()) {
+    return Fail(env, "diff needs two traces: BASELINE CURRENT (see 'tracetorch diff --help')");
+  }
   if (absl::Status s = args.thresholds.Validate(); !s.ok()) {
     return Fail(env, std::string(s.message()));  // "invalid diff thresholds: ..."
   }
@@ -162,14 +175,7 @@ int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env)
   absl::StatusOr<TraceRecord> current = Load(args.current, /*recompute=*/false);
   if (!current.ok()) return Fail(env, std::string(current.status().message()));
 
-  const TraceDiff diff = DiffRecords(*baseline, *current, args.thresholds);
-  if (args.json) {
-    PrintJson(DiffToJson(diff), env);
-  } else {
-    *env.out << RenderDiff(diff, style);
-    env.out->flush();
-  }
-  return diff.has_regressions() ? kExitRegressions : kExitOk;
+  return ReportDiff(DiffRecords(*baseline, *current, args.thresholds), args.json, style, env);
 }
 
 // Blocks SIGINT and SIGTERM (the process is single-threaded here) and returns a Waiter that sleeps
@@ -193,6 +199,38 @@ Waiter MakeSignalWaiter() {
   };
 }
 
+// `watch --remote [ADDR] [SESSION]` / `watch --job JOB` (cli/remote_watch.h).
+int RunWatchRemote(const WatchArgs& args, const LayerFilter& filter, const Style& style,
+                   const CliEnvironment& env) {
+  if (args.recompute) return Fail(env, "--recompute applies to a trace FILE, not to --remote");
+  if (!std::isfinite(args.connect_timeout_s) || args.connect_timeout_s < 0 ||
+      args.connect_timeout_s > 3600) {
+    return Fail(env, absl::StrCat("--connect-timeout must be a number of seconds in [0, 3600], "
+                                  "got ",
+                                  args.connect_timeout_s));
+  }
+  absl::StatusOr<RemoteWatchTarget> target = ResolveRemoteWatchTarget(RemoteWatchArgs{
+      .remote_value = args.remote,
+      .targets = args.targets,
+      .job_id = args.job,
+      .default_address = DefaultRemoteAddress(),
+  });
+  if (!target.ok()) return Fail(env, std::string(target.status().message()));
+  RemoteWatchOptions options;
+  options.interval = absl::Seconds(args.interval_option->count() > 0 ? args.interval_s : 0.5);
+  options.json = args.json;
+  options.redraw_in_place = env.stdout_is_tty && !args.json;
+  options.view.style = args.json ? Style::Plain() : style;
+  options.view.filter = filter;
+  options.terminal_size = [] { return QueryTerminalSize(STDOUT_FILENO); };
+  options.connect_timeout = absl::Seconds(args.connect_timeout_s);
+  // The signal mask first: the gRPC threads started next inherit it.
+  const Waiter wait = env.wait ? env.wait : MakeSignalWaiter();
+  absl::Status s = RunRemoteWatchCommand(*target, std::move(options), env.out, wait);
+  if (!s.ok()) return Fail(env, std::string(s.message()));
+  return kExitOk;
+}
+
 int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& env) {
   const LayerFilter filter = args.filter.Get();
   if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
@@ -200,17 +238,35 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
     return Fail(env, absl::StrCat("--interval must be a number of seconds in (0, 86400], got ",
                                   args.interval_s));
   }
-  FileTraceSource source(args.file);
+  if (args.remote_option->count() > 0 || !args.job.empty()) {
+    return RunWatchRemote(args, filter, style, env);
+  }
+  if (args.json) {
+    return Fail(env, "--json needs --remote or --job (for a trace FILE use inspect --json)");
+  }
+  if (args.targets.size() != 1) {
+    return Fail(env,
+                "watch needs one trace FILE, or --remote [ADDR] [SESSION] "
+                "(see 'tracetorch watch --help')");
+  }
+  const std::string& file = args.targets.front();
+  FileTraceSource source(file);
   const bool recompute = args.recompute;
-  FrameRenderer render = [&filter, &style, recompute](const TraceRecord& record) {
-    if (!recompute) return RenderInspect(record, filter, style);
+  const bool tty = env.stdout_is_tty;
+  // The live view's body (live_view.h) without history: a file holds no per-step values.
+  FrameRenderer render = [&filter, &style, recompute, tty](const TraceRecord& record) {
+    LiveViewOptions view;
+    view.style = style;
+    view.filter = filter;
+    view.width = tty ? QueryTerminalSize(STDOUT_FILENO).columns : 0;
+    if (!recompute) return TruncateLines(RenderLiveBody(record, nullptr, view), view.width, style);
     TraceRecord copy = record;
     (void)Recompute(
         &copy);  // Cannot fail with the default thresholds; keeps the stored ones if so.
-    return RenderInspect(copy, filter, style);
+    return TruncateLines(RenderLiveBody(copy, nullptr, view), view.width, style);
   };
   WatchOptions options{
-      .label = args.file,
+      .label = file,
       .interval = absl::Seconds(args.interval_s),
       .redraw_in_place = env.stdout_is_tty,
       .style = style,
@@ -223,10 +279,15 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
 // ---- Remote (tracetorchd) -------------------------------------------------------------------
 
 // Connects to the daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
+// A TCP daemon's token and TLS files come from the environment ($TRACETORCH_TOKEN[_FILE],
+// $TRACETORCH_TLS_CA/CERT/KEY/SERVER_NAME; see client/service_client.h).
 absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> ConnectRemote(
     const std::string& remote) {
+  absl::StatusOr<client::ServiceClientOptions> options = client::ServiceClientOptionsFromEnv();
+  if (!options.ok()) return options.status();
+  options->deadline = absl::Seconds(5);
   return client::TraceServiceClient::Create(remote.empty() ? DefaultRemoteAddress() : remote,
-                                            absl::Seconds(5));
+                                            *options);
 }
 
 // One line for a failed RPC: the daemon is not there, or the session is unknown.
@@ -394,10 +455,16 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
   DiffArgs diff_args;
   CLI::App* diff = app.add_subcommand(
       "diff", "Compare two traces; exit code 1 when a warning or critical change is found");
-  diff->add_option("baseline", diff_args.baseline, "Baseline trace file (JSON)")->required();
-  diff->add_option("current", diff_args.current, "Current trace file (JSON)")->required();
+  diff->add_option("baseline", diff_args.baseline,
+                   "Baseline trace file (JSON); with --remote also session:ID, latest, "
+                   "baseline:NAME")
+      ->required();
+  // Not required: `diff --remote A B` parses A as --remote's value (RemoteDiffCommand::Run).
+  diff->add_option("current", diff_args.current, "Current trace file (JSON); as baseline");
+  RemoteDiffCommand remote_diff(diff);
   diff->add_option("--latency-threshold", diff_args.thresholds.latency,
-                   "Relative change of mean latency to report (default 0.10 = 10%)");
+                   "Relative change of mean latency to report (default 0.10 = 10%); with --remote "
+                   "and per-step history on both sides, of the median and beyond the step noise");
   diff->add_option("--grad-norm-threshold", diff_args.thresholds.grad_norm,
                    "Relative change of gradient norm to report (default 0.25)");
   diff->add_option("--std-threshold", diff_args.thresholds.std,
@@ -406,12 +473,31 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
 
   WatchArgs watch_args;
   CLI::App* watch =
-      app.add_subcommand("watch", "Show a trace file and redraw it whenever it changes");
-  watch->add_option("file", watch_args.file, "Trace file (JSON); may not exist yet")->required();
-  watch->add_option("--interval", watch_args.interval_s, "Seconds between checks (default 1)");
+      app.add_subcommand("watch",
+                         "Show a trace file, or a live tracetorchd session (--remote) or "
+                         "job (--job), and redraw it as it changes");
+  watch->add_option("target", watch_args.targets,
+                    "Trace FILE (JSON; may not exist yet); with --remote: [ADDR] [SESSION|latest]");
+  watch_args.interval_option = watch->add_option(
+      "--interval", watch_args.interval_s,
+      "Seconds between checks (default 1); with --remote, between updates (default 0.5)");
+  watch_args.remote_option =
+      watch
+          ->add_option("--remote", watch_args.remote,
+                       "Watch a tracetorchd session live: --remote [ADDR] [SESSION|latest] "
+                       "(default address: as for 'sessions'; default session: latest)")
+          ->expected(0, 1);
+  watch->add_option("--job", watch_args.job, "Watch every rank of this job side by side");
+  watch->add_flag("--json", watch_args.json,
+                  "With --remote: one JSON document per update, one per line (for scripts)");
+  watch->add_option("--connect-timeout", watch_args.connect_timeout_s,
+                    "With --remote: how long to wait for the daemon and the session at start "
+                    "(default 3 s)");
   watch_args.filter.AddTo(watch);
   watch->add_flag("--recompute", watch_args.recompute,
                   "Re-run anomaly detection instead of showing the stored anomalies");
+
+  BaselineCommand baseline_command(&app);
 
   SessionsArgs sessions_args;
   CLI::App* sessions =
@@ -451,7 +537,13 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
   const Style style = ChooseStyle(global.color, env.stdout_is_tty, env.no_color);
   if (inspect->parsed()) return RunInspect(inspect_args, style, env);
   if (summary->parsed()) return RunSummary(summary_args, style, env);
-  if (diff->parsed()) return RunDiff(diff_args, style, env);
+  if (diff->parsed()) {
+    return remote_diff.requested()
+               ? remote_diff.Run(diff_args.baseline, diff_args.current, diff_args.thresholds,
+                                 diff_args.json, style, env)
+               : RunDiff(diff_args, style, env);
+  }
+  if (baseline_command.parsed()) return baseline_command.Run(env);
   if (watch->parsed()) return RunWatch(watch_args, style, env);
   if (sessions->parsed()) return RunSessions(sessions_args, env);
   if (snapshot->parsed()) return RunSnapshot(snapshot_args, env);

@@ -10,7 +10,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/auth.h"
+#include "daemon/baseline_store.h"
 #include "daemon/service.h"
+#include "daemon/watch_hub.h"
 #include "grpcpp/grpcpp.h"
 #include "spdlog/spdlog.h"
 
@@ -56,6 +59,32 @@ std::string DefaultServiceSocketPath(const std::string& socket_path) {
   return (dir / "tracetorchd-rpc.sock").string();
 }
 
+namespace {
+
+TcpListenerOptions TcpOptionsOf(const DaemonConfig& c) {
+  TcpListenerOptions o;
+  o.address = c.service_tcp_address;
+  o.token_file = c.service_token_file;
+  o.tls_cert_file = c.tls_cert_file;
+  o.tls_key_file = c.tls_key_file;
+  o.tls_client_ca_file = c.tls_client_ca_file;
+  return o;
+}
+
+}  // namespace
+
+absl::Status ValidateRemoteAccess(const DaemonConfig& config) {
+  if (config.service_tcp_address.empty()) {
+    if (!config.service_token_file.empty() || !config.tls_cert_file.empty() ||
+        !config.tls_key_file.empty() || !config.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "a token file or TLS files are given but no TCP listener (--service-tcp)");
+    }
+    return absl::OkStatus();
+  }
+  return ValidateTcpListenerOptions(TcpOptionsOf(config));
+}
+
 Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), started_(absl::Now()) {}
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
@@ -72,6 +101,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   if (config.max_frame_bytes < 1024) {
     return absl::InvalidArgumentError("the frame limit must be at least 1024 bytes");
   }
+  if (absl::Status s = ValidateRemoteAccess(config); !s.ok()) return s;
   config.sessions.data_dir = config.data_dir;
   std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
   const DaemonConfig& c = d->config_;
@@ -80,6 +110,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
       SessionManager::Create(c.sessions, &d->counters_);
   if (!manager.ok()) return manager.status();
   d->manager_ = *std::move(manager);
+  d->baselines_ = std::make_unique<BaselineStore>(c.data_dir);
 
   // Claim the ingest path first: it is how a second instance is detected (gRPC would silently
   // unlink and steal its socket).
@@ -96,24 +127,42 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   Daemon* self = d.get();
   ServiceDeps deps;
   deps.manager = d->manager_.get();
+  d->watch_hub_ = std::make_unique<WatchHub>(d->manager_.get());
+  deps.watch_hub = d->watch_hub_.get();
+  deps.baselines = d->baselines_.get();
   deps.stats = [self] { return self->Stats(); };
   d->service_ = std::make_unique<TraceServiceImpl>(std::move(deps));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", c.service_socket_path),
                            grpc::InsecureServerCredentials());
-  int tcp_port = 0;
+  std::string tcp_security;  // For the log: " (TLS, token)".
+  std::string tcp_listen;
   if (!c.service_tcp_address.empty()) {
-    builder.AddListeningPort(c.service_tcp_address, grpc::InsecureServerCredentials(), &tcp_port);
+    absl::StatusOr<TcpListener> tcp = MakeTcpListener(TcpOptionsOf(c));
+    if (!tcp.ok()) return tcp.status();
+    for (const std::string& w : tcp->warnings) spdlog::warn("{}", w);
+    tcp_security =
+        absl::StrCat(tcp->tls ? " (TLS" : " (loopback, no TLS",
+                     tcp->client_certificates ? ", client certificates" : "", ", token)");
+    tcp_listen = tcp->address;
+    d->tcp_auth_ = tcp->processor;
+    builder.AddListeningPort(tcp_listen, tcp->credentials, &d->tcp_port_);
   }
+  // Diff and SetBaseline may upload whole traces (gRPC's default limit is 4 MiB).
+  builder.SetMaxReceiveMessageSize(256 << 20);
   builder.RegisterService(d->service_.get());
   d->grpc_server_ = builder.BuildAndStart();
   if (d->grpc_server_ == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot start the gRPC service on ", c.service_socket_path,
-                     c.service_tcp_address.empty() ? "" : " / ", c.service_tcp_address));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot start the gRPC service on ", c.service_socket_path,
+        c.service_tcp_address.empty() ? "" : " / ", c.service_tcp_address,
+        c.tls_cert_file.empty() ? ""
+                                : " (is the address free? do the TLS certificate and key match?)"));
   }
-  if (!c.service_tcp_address.empty() && tcp_port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", c.service_tcp_address));
+  if (!c.service_tcp_address.empty() && d->tcp_port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", tcp_listen,
+        c.tls_cert_file.empty() ? "" : " (or the TLS certificate and key do not match)"));
   }
   chmod(c.service_socket_path.c_str(), 0660);
   if (c.socket_group.has_value()) {
@@ -131,7 +180,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   d->housekeeping_ = std::thread([self] { self->Housekeeping(); });
   spdlog::info("tracetorchd serving agents on {}, TraceService on {}{}; data in {}", c.socket_path,
                c.service_socket_path,
-               c.service_tcp_address.empty() ? "" : absl::StrCat(" and ", c.service_tcp_address),
+               tcp_listen.empty()
+                   ? ""
+                   : absl::StrCat(" and ", tcp_listen.substr(0, tcp_listen.rfind(':')), ":",
+                                  d->tcp_port_, tcp_security),
                c.data_dir.empty() ? "(memory only)" : c.data_dir);
   return d;
 }
@@ -146,6 +198,9 @@ void Daemon::Shutdown() {
   }
   stop_.Notify();
   if (housekeeping_.joinable()) housekeeping_.join();
+  // Viewers first: each gets `shutdown` and its stream ends, so that the gRPC server's shutdown
+  // below does not wait for their reactors (and ingest's end does not look like sessions ending).
+  if (watch_hub_ != nullptr) watch_hub_->Shutdown();
   if (ingest_ != nullptr) ingest_->Shutdown();
   if (grpc_server_ != nullptr) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -190,7 +245,10 @@ v1::DaemonStats Daemon::Stats() const {
   }
   s.set_dropped_events(t.dropped_events);
   s.set_rejected_frames(load(counters_.rejected_frames));
-  s.set_watchers(0);
+  const WatchHubStats watch = watch_hub_ != nullptr ? watch_hub_->stats() : WatchHubStats{};
+  s.set_watchers(watch.watchers);
+  s.set_watch_updates_sent(watch.updates_sent);
+  s.set_watch_updates_coalesced(watch.updates_coalesced);
   s.set_sessions_total(t.known);
   s.set_sessions_in_memory(t.in_memory);
   s.set_sessions_evicted(load(counters_.sessions_evicted));
@@ -203,6 +261,7 @@ v1::DaemonStats Daemon::Stats() const {
   s.set_cpu_seconds(CpuSeconds());
   s.set_rss_bytes(RssBytes());
   s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
+  s.set_unauthenticated_calls(tcp_auth_ != nullptr ? tcp_auth_->rejected() : 0);
   return s;
 }
 

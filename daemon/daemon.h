@@ -34,11 +34,21 @@ class Server;
 namespace tracetorch::daemon {
 
 class TraceServiceImpl;
+class BearerTokenProcessor;
+class WatchHub;
+class BaselineStore;
 
 struct DaemonConfig {
   std::string socket_path;          // Ingest (agents).
   std::string service_socket_path;  // gRPC TraceService; empty: next to socket_path.
   std::string service_tcp_address;  // "127.0.0.1:7171": an extra TCP listener, only when set.
+  // The TCP listener's access control (daemon/auth.h): a bearer token is required (refused
+  // without); TLS with a certificate and key; client certificates checked against a CA; a
+  // non-loopback address is refused without TLS. The Unix socket needs none of this.
+  std::string service_token_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
   std::string data_dir;
   absl::Duration snapshot_interval = absl::Seconds(5);
   uint32_t max_frame_bytes = 16u << 20;
@@ -57,6 +67,11 @@ std::string DefaultDataDir(bool system);
 // "<dir of socket_path>/tracetorchd-rpc.sock".
 std::string DefaultServiceSocketPath(const std::string& socket_path);
 
+// The TCP listener's settings that need no file (daemon/auth.h ValidateTcpListenerOptions): OK
+// without a TCP listener; InvalidArgument for a TCP listener without a token file, or on a
+// non-loopback address without TLS, ... Start() checks this first; main.cc exits 2 on it.
+absl::Status ValidateRemoteAccess(const DaemonConfig& config);
+
 class Daemon {
  public:
   // Validates the config, loads the index, claims the socket (FailedPrecondition when another
@@ -69,6 +84,8 @@ class Daemon {
   v1::DaemonStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   SessionManager& sessions() { return *manager_; }
   const DaemonConfig& config() const { return config_; }
+  // The TCP listener's port (the one picked for port 0); 0 without a TCP listener.
+  int tcp_port() const { return tcp_port_; }
 
  private:
   explicit Daemon(DaemonConfig config);
@@ -79,7 +96,11 @@ class Daemon {
   DaemonCounters counters_;
   RateLimitedLog log_;
   std::unique_ptr<SessionManager> manager_;
+  std::unique_ptr<BaselineStore> baselines_;  // DATA_DIR/baselines (named baselines for diffs).
+  std::unique_ptr<WatchHub> watch_hub_;       // Live viewers; outlives the gRPC server's reactors.
   std::unique_ptr<TraceServiceImpl> service_;
+  std::shared_ptr<BearerTokenProcessor> tcp_auth_;  // Null without a TCP listener.
+  int tcp_port_ = 0;                                // Constant after Start().
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<IngestServer> ingest_;
   std::thread housekeeping_;

@@ -1,0 +1,689 @@
+#include "cli/remote_watch.h"
+
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "client/record_proto.h"
+#include "client/service_client.h"
+#include "trace/json.h"
+
+namespace tracetorch::cli {
+namespace {
+
+// Cursor home; clear to the end of the line; clear to the end of the screen; clear the screen.
+constexpr char kHome[] = "\x1b[H";
+constexpr char kClearLine[] = "\x1b[K";
+constexpr char kClearBelow[] = "\x1b[J";
+constexpr char kClearScreen[] = "\x1b[2J";
+
+std::string G(const Style& style, std::string_view rich, std::string_view plain) {
+  return std::string(Glyph(style, rich, plain));
+}
+
+std::string StateName(v1::SessionState state) {
+  switch (state) {
+    case v1::SESSION_STATE_LIVE:
+      return "live";
+    case v1::SESSION_STATE_FINISHED:
+      return "finished";
+    case v1::SESSION_STATE_ABORTED:
+      return "aborted";
+    default:
+      return "unknown";
+  }
+}
+
+void AppendDouble(double value, std::string* out) {
+  if (!std::isfinite(value)) {
+    out->append("null");
+    return;
+  }
+  char buffer[32];
+  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out->append(buffer, r.ptr);
+}
+
+void AppendString(std::string_view value, std::string* out) { AppendJsonString(value, out); }
+
+void AppendSession(const v1::SessionInfo& s, std::string* out) {
+  const v1::ProcessIdentity& id = s.identity();
+  out->append("{\"session_id\":");
+  AppendString(s.session_id(), out);
+  out->append(",\"state\":");
+  AppendString(StateName(s.state()), out);
+  absl::StrAppend(out, ",\"pid\":", id.pid(), ",\"host\":");
+  AppendString(id.host(), out);
+  absl::StrAppend(out, ",\"rank\":", id.has_rank() ? absl::StrCat(id.rank()) : "null",
+                  ",\"job_id\":");
+  AppendString(id.job_id(), out);
+  out->append(",\"model\":");
+  AppendString(id.model_name(), out);
+  absl::StrAppend(out, ",\"started_unix_ns\":", s.started_unix_ns(),
+                  ",\"ended_unix_ns\":", s.ended_unix_ns(), ",\"events\":", s.events(),
+                  ",\"dropped_events\":", s.dropped_events(),
+                  ",\"rejected_events\":", s.rejected_events(), "}");
+}
+
+template <typename Values>
+void AppendDoubles(const Values& values, std::string* out) {
+  out->push_back('[');
+  bool first = true;
+  for (double v : values) {
+    if (!first) out->push_back(',');
+    first = false;
+    AppendDouble(v, out);
+  }
+  out->push_back(']');
+}
+
+// The record (filtered) and the history of its shown layers.
+void AppendRecordAndHistory(const v1::Snapshot& snapshot, const LayerFilter& filter,
+                            std::string* out) {
+  const TraceRecord record = ApplyFilter(FromProto(snapshot.record()), filter);
+  absl::flat_hash_set<std::string> shown;
+  for (const LayerTrace& layer : record.layers) shown.insert(layer.full_name);
+  out->append(",\"record\":");
+  std::string json = TraceToJson(record, JsonStyle{.indent = 0});
+  while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.pop_back();
+  out->append(json);
+  out->append(",\"history\":[");
+  bool first = true;
+  for (const v1::LayerHistory& h : snapshot.history()) {
+    if (!filter.empty() && !shown.contains(h.full_name())) continue;
+    if (!first) out->push_back(',');
+    first = false;
+    out->append("{\"full_name\":");
+    AppendString(h.full_name(), out);
+    out->append(",\"steps\":[");
+    for (int i = 0; i < h.steps_size(); ++i) {
+      absl::StrAppend(out, i > 0 ? "," : "", h.steps(i));
+    }
+    out->append("],\"latency_ms\":");
+    AppendDoubles(h.latency_ms(), out);
+    out->append(",\"output_std\":");
+    AppendDoubles(h.output_std(), out);
+    out->append(",\"grad_norm\":");
+    AppendDoubles(h.grad_norm(), out);
+    out->append(",\"non_finite\":[");
+    for (int i = 0; i < h.non_finite_size(); ++i) {
+      absl::StrAppend(out, i > 0 ? "," : "", h.non_finite(i) ? "true" : "false");
+    }
+    out->append("]}");
+  }
+  out->push_back(']');
+}
+
+void AppendDetailValue(const DetailValue& value, std::string* out) {
+  if (std::holds_alternative<std::monostate>(value)) {
+    out->append("null");
+  } else if (const bool* b = std::get_if<bool>(&value)) {
+    out->append(*b ? "true" : "false");
+  } else if (const int64_t* i = std::get_if<int64_t>(&value)) {
+    absl::StrAppend(out, *i);
+  } else if (const double* d = std::get_if<double>(&value)) {
+    AppendDouble(*d, out);
+  } else if (const std::string* s = std::get_if<std::string>(&value)) {
+    AppendString(*s, out);
+  } else if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
+    out->push_back('[');
+    for (size_t k = 0; k < list->size(); ++k) {
+      if (k > 0) out->push_back(',');
+      AppendString((*list)[k], out);
+    }
+    out->push_back(']');
+  }
+}
+
+void AppendAnomaly(const Anomaly& anomaly, std::string* out) {
+  out->append("{\"type\":");
+  AppendString(ToString(anomaly.type), out);
+  out->append(",\"severity\":");
+  AppendString(ToString(anomaly.severity), out);
+  out->append(",\"layer\":");
+  AppendString(anomaly.layer, out);
+  out->append(",\"message\":");
+  AppendString(anomaly.message, out);
+  out->append(",\"details\":{");
+  for (size_t k = 0; k < anomaly.details.size(); ++k) {
+    if (k > 0) out->push_back(',');
+    AppendString(anomaly.details[k].first, out);
+    out->push_back(':');
+    AppendDetailValue(anomaly.details[k].second, out);
+  }
+  out->append("}}");
+}
+
+std::string KindName(const v1::WatchUpdate& update) {
+  switch (update.kind_case()) {
+    case v1::WatchUpdate::kFull:
+      return "full";
+    case v1::WatchUpdate::kDelta:
+      return "delta";
+    case v1::WatchUpdate::kSessionEnded:
+      return "session_ended";
+    case v1::WatchUpdate::kShutdown:
+      return "shutdown";
+    case v1::WatchUpdate::kJob:
+      return "job";
+    case v1::WatchUpdate::KIND_NOT_SET:
+      break;
+  }
+  return "unknown";
+}
+
+bool IsFatal(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kUnimplemented:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Cuts `frame` to `rows` - 1 terminal rows (0: unknown; one row stays free so that the cursor
+// never scrolls the screen), the last kept row saying what was left out, cut to `columns`.
+std::string FitRows(const std::string& frame, size_t rows, size_t columns, const Style& style) {
+  if (rows < 3) return frame;
+  std::vector<size_t> starts = {0};
+  for (size_t i = 0; i + 1 < frame.size(); ++i) {
+    if (frame[i] == '\n') starts.push_back(i + 1);
+  }
+  if (starts.size() <= rows - 1) return frame;
+  const size_t keep = rows - 2;
+  std::string out = frame.substr(0, starts[keep]);
+  const std::string more = Paint(absl::StrCat(G(style, "… ", "... "), starts.size() - keep,
+                                              " more lines (narrow the view with --filter or "
+                                              "--type)"),
+                                 Color::kDim, style);
+  absl::StrAppend(&out, TruncateLine(more, columns, style), "\n");
+  return out;
+}
+
+}  // namespace
+
+SessionSummary SummaryFromProto(const v1::SessionInfo& info) {
+  SessionSummary s;
+  s.session_id = info.session_id();
+  s.state = StateName(info.state());
+  s.events = info.events();
+  s.dropped_events = info.dropped_events();
+  s.rejected_events = info.rejected_events();
+  s.pid = info.identity().pid();
+  s.host = info.identity().host();
+  if (info.identity().has_rank()) s.rank = info.identity().rank();
+  s.job_id = info.identity().job_id();
+  return s;
+}
+
+LayerHistoryMap HistoryFromProto(
+    const google::protobuf::RepeatedPtrField<v1::LayerHistory>& history) {
+  LayerHistoryMap out;
+  out.reserve(static_cast<size_t>(history.size()));
+  for (const v1::LayerHistory& h : history) {
+    LayerSeries& series = out[h.full_name()];
+    series.latency_ms.assign(h.latency_ms().begin(), h.latency_ms().end());
+    series.output_std.assign(h.output_std().begin(), h.output_std().end());
+    series.grad_norm.assign(h.grad_norm().begin(), h.grad_norm().end());
+    series.non_finite.assign(h.non_finite().begin(), h.non_finite().end());
+  }
+  return out;
+}
+
+std::string WatchUpdateToJson(const v1::WatchUpdate& update, const client::WatchState& state,
+                              const LayerFilter& filter) {
+  std::string out;
+  const bool ended = state.ended().has_value();
+  if (state.has_job()) {
+    const v1::JobSnapshot& job = state.job();
+    absl::StrAppend(&out, "{\"type\":\"job\",\"kind\":\"", KindName(update),
+                    "\",\"sequence\":", update.sequence(),
+                    ",\"newest_event_unix_ns\":", update.newest_event_unix_ns(),
+                    ",\"ended\":", ended ? "true" : "false", ",\"job_id\":");
+    AppendString(job.job_id(), &out);
+    out.append(",\"ranks\":[");
+    for (int i = 0; i < job.ranks_size(); ++i) {
+      if (i > 0) out.push_back(',');
+      out.append("{\"session\":");
+      AppendSession(job.ranks(i).session(), &out);
+      AppendRecordAndHistory(job.ranks(i), filter, &out);
+      out.push_back('}');
+    }
+    out.append("],\"divergences\":[");
+    for (int i = 0; i < job.divergences_size(); ++i) {
+      if (i > 0) out.push_back(',');
+      AppendAnomaly(FromProto(job.divergences(i)), &out);
+    }
+    out.append("]}");
+    return out;
+  }
+  absl::StrAppend(&out, "{\"type\":\"update\",\"kind\":\"", KindName(update),
+                  "\",\"sequence\":", update.sequence(),
+                  ",\"newest_event_unix_ns\":", update.newest_event_unix_ns(),
+                  ",\"ended\":", ended ? "true" : "false", ",\"session\":");
+  if (ended) {
+    AppendSession(*state.ended(), &out);
+  } else if (state.has_snapshot()) {
+    AppendSession(state.snapshot().session(), &out);
+  } else {
+    out.append("null");
+  }
+  if (state.has_snapshot()) {
+    AppendRecordAndHistory(state.snapshot(), filter, &out);
+  } else {
+    out.append(",\"record\":null,\"history\":[]");
+  }
+  out.push_back('}');
+  return out;
+}
+
+std::string WatchStatusToJson(std::string_view status, std::string_view message) {
+  std::string out = "{\"type\":\"status\",\"status\":";
+  AppendString(status, &out);
+  out.append(",\"message\":");
+  AppendString(message, &out);
+  out.push_back('}');
+  return out;
+}
+
+RemoteWatcher::RemoteWatcher(WatchOpener open, RemoteWatchOptions options, std::ostream* out)
+    : open_(std::move(open)), options_(std::move(options)), out_(out) {}
+
+void RemoteWatcher::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  if (stream_ != nullptr) stream_->Cancel();
+}
+
+std::string RemoteWatcher::resolved_session() const {
+  absl::MutexLock lock(&mu_);
+  return resolved_session_;
+}
+
+v1::WatchRequest RemoteWatcher::MakeRequest() const {
+  v1::WatchRequest request;
+  request.set_interval_s(absl::ToDoubleSeconds(options_.interval));
+  if (!options_.job_id.empty()) {
+    request.set_job_id(options_.job_id);
+    return request;
+  }
+  absl::MutexLock lock(&mu_);
+  request.mutable_session()->set_session_id(resolved_session_.empty() ? options_.session
+                                                                      : resolved_session_);
+  return request;
+}
+
+bool RemoteWatcher::Sleep(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), timeout);
+  return !stopping_;
+}
+
+void RemoteWatcher::SetStatus(StatusLine::Kind kind, std::string text) {
+  status_.kind = kind;
+  status_.text = std::move(text);
+}
+
+void RemoteWatcher::Remember(const client::WatchState& state) {
+  if (state.has_job()) {
+    const v1::JobSnapshot& job = state.job();
+    LiveJobFrame frame;
+    frame.job_id = job.job_id();
+    for (int i = 0; i < job.ranks_size(); ++i) {
+      const v1::Snapshot& snap = job.ranks(i);
+      RankView rank;
+      rank.rank = snap.session().identity().has_rank() ? snap.session().identity().rank() : i;
+      rank.session = SummaryFromProto(snap.session());
+      rank.record = FromProto(snap.record());
+      frame.ranks.push_back(std::move(rank));
+    }
+    for (const v1::Anomaly& d : job.divergences()) frame.divergences.push_back(FromProto(d));
+    job_ = std::move(frame);
+    return;
+  }
+  if (!state.has_snapshot()) return;
+  const v1::Snapshot& snap = state.snapshot();
+  record_ = FromProto(snap.record());
+  history_ = HistoryFromProto(snap.history());
+  session_ = SummaryFromProto(state.ended().has_value() ? *state.ended() : snap.session());
+  if (!snap.session().session_id().empty()) {
+    absl::MutexLock lock(&mu_);
+    resolved_session_ = snap.session().session_id();
+  }
+}
+
+void RemoteWatcher::Emit(const std::string& text) {
+  *out_ << text;
+  out_->flush();
+  ++writes_;
+}
+
+void RemoteWatcher::Draw() {
+  if (options_.json) return;
+  const Style& style = options_.view.style;
+  TerminalSize size;
+  if (options_.redraw_in_place && options_.terminal_size) size = options_.terminal_size();
+  LiveViewOptions view = options_.view;
+  if (options_.redraw_in_place) view.width = size.columns;
+
+  std::string frame;
+  if (job_.has_value() || !options_.job_id.empty()) {
+    LiveJobFrame job = job_.has_value() ? *job_ : LiveJobFrame{};
+    if (job.job_id.empty()) job.job_id = options_.job_id;
+    job.address = options_.address;
+    job.status = status_;
+    job.updates = updates_;
+    job.updated_at = updated_at_;
+    frame = RenderJobFrame(job, view);
+  } else {
+    LiveFrame live;
+    {
+      absl::MutexLock lock(&mu_);
+      live.target = resolved_session_.empty() ? absl::StrCat("session ", options_.session)
+                                              : absl::StrCat("session ", resolved_session_);
+    }
+    live.address = options_.address;
+    live.status = status_;
+    live.session = session_;
+    live.updates = updates_;
+    live.updated_at = updated_at_;
+    live.record = record_.has_value() ? &*record_ : nullptr;
+    live.history = &history_;
+    frame = RenderLiveFrame(live, view);
+  }
+  if (frame == last_frame_) return;
+  last_frame_ = frame;
+
+  if (!options_.redraw_in_place) {
+    Emit(writes_ > 0 ? absl::StrCat("\n", frame) : frame);
+    return;
+  }
+  // Drawn over the previous frame: home, every line cleared to its end, then the rest of the
+  // screen; the whole screen is cleared only before the first frame. No flicker, no scrolling.
+  frame = FitRows(frame, size.rows, size.columns, style);
+  if (!frame.empty() && frame.back() == '\n') frame.pop_back();  // The cursor stays on the frame.
+  std::string text = writes_ == 0 ? absl::StrCat(kHome, kClearScreen) : std::string(kHome);
+  size_t begin = 0;
+  while (begin < frame.size()) {
+    size_t end = frame.find('\n', begin);
+    if (end == std::string::npos) end = frame.size();
+    absl::StrAppend(&text, frame.substr(begin, end - begin), kClearLine);
+    if (end < frame.size()) text.push_back('\n');
+    begin = end + 1;
+  }
+  text.append(kClearBelow);
+  Emit(text);
+}
+
+RemoteWatcher::StreamEnd RemoteWatcher::Follow(client::WatchStream* stream, bool* got_update,
+                                               absl::Status* status) {
+  client::WatchState state;
+  v1::WatchUpdate update;
+  bool shutdown = false;
+  bool interrupted = false;
+  while (stream->Read(&update)) {
+    if (absl::Status s = state.Apply(update); !s.ok()) {
+      // A stream that breaks the protocol: drop it and subscribe again.
+      stream->Cancel();
+      while (stream->Read(&update)) {
+      }
+      (void)stream->Finish();
+      *status = s;
+      return StreamEnd::kRetry;
+    }
+    if (!*got_update) {
+      const bool reconnect = updates_ > 0;
+      *got_update = true;
+      SetStatus(StatusLine::Kind::kOk,
+                absl::StrCat(reconnect ? "reconnected to " : "connected to ", options_.address));
+      if (options_.json && reconnect) Emit(WatchStatusToJson("connected", status_.text) + "\n");
+    }
+    ++updates_;
+    const absl::Time now = absl::Now();
+    updated_at_ = now;
+    Remember(state);
+    if (update.has_full() && update.full().session().state() == v1::SESSION_STATE_LIVE) {
+      if (aborted_since_.has_value()) {
+        SetStatus(StatusLine::Kind::kOk,
+                  absl::StrCat("session resumed; connected to ", options_.address));
+      }
+      saw_live_ = true;
+      aborted_since_.reset();
+    }
+    bool held_back = false;
+    if (update.has_session_ended()) {
+      const bool aborted = update.session_ended().state() == v1::SESSION_STATE_ABORTED;
+      // A session seen live that ends aborted may only be waiting for its agent to resume it
+      // (the daemon restarted): give the agent resume_wait before calling it the end.
+      if (aborted && saw_live_ && options_.job_id.empty()) {
+        if (!aborted_since_.has_value()) aborted_since_ = now;
+        held_back = now - *aborted_since_ < options_.resume_wait;
+      }
+      if (held_back) {
+        interrupted = true;
+        SetStatus(StatusLine::Kind::kWaiting,
+                  G(options_.view.style,
+                    "session interrupted: the traced process disconnected — waiting for it to "
+                    "resume…",
+                    "session interrupted: the traced process disconnected - waiting for it to "
+                    "resume..."));
+      } else {
+        ended_ = true;
+        if (aborted) {
+          SetStatus(StatusLine::Kind::kProblem,
+                    "session aborted (the traced process went away without ending it)");
+        } else {
+          SetStatus(StatusLine::Kind::kDone, "session finished");
+        }
+      }
+    }
+    if (update.has_shutdown()) {
+      shutdown = true;
+      SetStatus(StatusLine::Kind::kWaiting,
+                G(options_.view.style, "daemon is stopping — reconnecting…",
+                  "daemon is stopping - reconnecting..."));
+    }
+    if (!options_.json) {
+      Draw();
+    } else if (held_back) {
+      Emit(WatchStatusToJson("interrupted", status_.text) + "\n");
+    } else {
+      Emit(WatchUpdateToJson(update, state, options_.view.filter) + "\n");
+    }
+  }
+  const absl::Status finish = stream->Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return StreamEnd::kStopped;
+  }
+  if (ended_) return StreamEnd::kEnded;
+  if (interrupted) return StreamEnd::kInterrupted;
+  if (IsFatal(finish.code())) {
+    *status = finish;
+    return StreamEnd::kFatal;
+  }
+  if (finish.ok()) {
+    *status = absl::UnavailableError(shutdown ? "the daemon is stopping"
+                                              : "the daemon closed the stream");
+  } else {
+    *status = finish;
+  }
+  return StreamEnd::kRetry;
+}
+
+absl::Status RemoteWatcher::Run() {
+  const absl::Status status = Watch();
+  // Leave the cursor below an in-place frame, so what follows (a shell prompt) starts afresh.
+  if (options_.redraw_in_place && writes_ > 0) {
+    *out_ << "\n";
+    out_->flush();
+  }
+  return status;
+}
+
+absl::Status RemoteWatcher::Watch() {
+  const absl::Time start = absl::Now();
+  absl::Duration backoff = options_.backoff_initial;
+  bool connected_once = false;
+  SetStatus(StatusLine::Kind::kWaiting, absl::StrCat("connecting to ", options_.address));
+  while (true) {
+    std::unique_ptr<client::WatchStream> stream = open_(MakeRequest());
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::OkStatus();
+      stream_ = stream.get();
+    }
+    bool got_update = false;
+    absl::Status error;
+    const StreamEnd end = Follow(stream.get(), &got_update, &error);
+    {
+      absl::MutexLock lock(&mu_);
+      stream_ = nullptr;
+    }
+    stream.reset();
+    switch (end) {
+      case StreamEnd::kEnded:
+      case StreamEnd::kStopped:
+        return absl::OkStatus();
+      case StreamEnd::kFatal:
+        return absl::Status(error.code(), absl::StrCat("tracetorchd at ", options_.address, ": ",
+                                                       absl::StatusCodeToString(error.code()), ": ",
+                                                       error.message()));
+      case StreamEnd::kInterrupted:
+        // Ask again after a while (the backoff keeps growing: the agent needs seconds).
+        if (!Sleep(backoff)) return absl::OkStatus();
+        backoff = std::min(backoff * 2, options_.backoff_max);
+        continue;
+      case StreamEnd::kRetry:
+        break;
+    }
+    if (got_update) {
+      connected_once = true;
+      backoff = options_.backoff_initial;
+    }
+    if (!connected_once) {
+      if (absl::Now() - start >= options_.connect_timeout) {
+        const std::string what = options_.job_id.empty()
+                                     ? absl::StrCat("session '", options_.session, "'")
+                                     : absl::StrCat("job '", options_.job_id, "'");
+        if (error.code() == absl::StatusCode::kNotFound) {
+          return absl::NotFoundError(absl::StrCat("unknown ", what, " on tracetorchd at ",
+                                                  options_.address,
+                                                  " (see 'tracetorch sessions')"));
+        }
+        return absl::Status(
+            error.code(), absl::StrCat("cannot reach tracetorchd at ", options_.address, ": ",
+                                       error.message(), " (is the daemon running? see --remote)"));
+      }
+    } else if (got_update) {
+      // A new outage: keep the last state on screen and say so (once; the shutdown update may
+      // have said it already).
+      if (status_.kind != StatusLine::Kind::kWaiting) {
+        SetStatus(StatusLine::Kind::kWaiting,
+                  G(options_.view.style, "daemon went away — reconnecting…",
+                    "daemon went away - reconnecting..."));
+      }
+      if (options_.json) {
+        Emit(WatchStatusToJson("reconnecting", error.ToString()) + "\n");
+      } else {
+        Draw();
+      }
+    }
+    if (!Sleep(backoff)) return absl::OkStatus();
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+}
+
+absl::Status RunRemoteWatch(RemoteWatcher* watcher, const Waiter& wait) {
+  absl::Status result;
+  absl::Notification done;
+  std::thread reader([watcher, &result, &done] {
+    result = watcher->Run();
+    done.Notify();
+  });
+  bool stopped = false;
+  while (!done.HasBeenNotified()) {
+    if (!wait(absl::Milliseconds(100))) {
+      watcher->Stop();
+      stopped = true;
+      break;
+    }
+  }
+  reader.join();
+  return stopped ? absl::OkStatus() : result;
+}
+
+TerminalSize QueryTerminalSize(int fd) {
+  winsize ws{};
+  if (ioctl(fd, TIOCGWINSZ, &ws) != 0) return TerminalSize{};
+  return TerminalSize{.columns = ws.ws_col, .rows = ws.ws_row};
+}
+
+bool LooksLikeServiceAddress(std::string_view word) {
+  if (word.find('/') != std::string_view::npos) return true;
+  if (word.substr(0, 5) == "unix:") return true;
+  if (word.size() > 5 && word.substr(word.size() - 5) == ".sock") return true;
+  const size_t colon = word.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == word.size()) return false;
+  const std::string_view port = word.substr(colon + 1);
+  return std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+absl::StatusOr<RemoteWatchTarget> ResolveRemoteWatchTarget(const RemoteWatchArgs& args) {
+  std::vector<std::string> words;
+  if (!args.remote_value.empty()) words.push_back(args.remote_value);
+  words.insert(words.end(), args.targets.begin(), args.targets.end());
+  RemoteWatchTarget target;
+  target.address = args.default_address;
+  target.job_id = args.job_id;
+  size_t next = 0;
+  if (next < words.size() && LooksLikeServiceAddress(words[next])) target.address = words[next++];
+  if (next < words.size()) {
+    if (!args.job_id.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("watch --job takes no session ('", words[next],
+                                                     "'): it watches every rank of the job"));
+    }
+    target.session = words[next++];
+  }
+  if (next < words.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("watch --remote takes at most an address and a session, got '", words[next],
+                     "' too (see 'tracetorch watch --help')"));
+  }
+  if (target.session.empty()) {
+    return absl::InvalidArgumentError("SESSION must not be empty (an id or 'latest')");
+  }
+  return target;
+}
+
+absl::Status RunRemoteWatchCommand(const RemoteWatchTarget& target, RemoteWatchOptions options,
+                                   std::ostream* out, const Waiter& wait) {
+  absl::StatusOr<client::ServiceClientOptions> client_options =
+      client::ServiceClientOptionsFromEnv();
+  if (!client_options.ok()) return client_options.status();
+  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> client =
+      client::TraceServiceClient::Create(target.address, *client_options);
+  if (!client.ok()) return client.status();
+  options.address = target.address;
+  options.session = target.session;
+  options.job_id = target.job_id;
+  client::TraceServiceClient* rpc = client->get();
+  RemoteWatcher watcher([rpc](const v1::WatchRequest& request) { return rpc->Watch(request); },
+                        std::move(options), out);
+  return RunRemoteWatch(&watcher, wait);
+}
+
+}  // namespace tracetorch::cli
