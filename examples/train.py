@@ -1,6 +1,7 @@
 """A small traced training run: the example behind `tools/demo`.
 
     PYTHONPATH=build/python /usr/bin/python3 examples/train.py --out trace.json [--perturb 50]
+        [--steps N] [--step-delay SECONDS]
 
 Trains a little MLP on synthetic data for a few SGD steps inside a TraceSession, prints the session
 summary and exports the trace. With TRACETORCH_DAEMON set (a tracetorchd socket) the run also
@@ -10,6 +11,7 @@ an unperturbed run reports as regressions and new anomalies.
 
 import argparse
 import sys
+import time
 
 import torch
 from torch import nn
@@ -45,6 +47,8 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="where to export the trace (JSON)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--perturb", type=float, default=1.0, help="scale head.weight by this")
+    parser.add_argument("--step-delay", type=float, default=0.0,
+                        help="seconds to sleep after each step (to watch the run live)")
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -63,6 +67,8 @@ def main() -> int:
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
+            if args.step_delay > 0:
+                time.sleep(args.step_delay)
     print(session.summary())
     path = session.export(args.out)
     print(f"trace written to {path}")
