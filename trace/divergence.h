@@ -17,7 +17,10 @@ namespace tracetorch {
 struct DivergenceThresholds {
   double latency = 0.5;    // |rank - median(others)| / median(others) on mean forward latency.
   double grad_norm = 0.5;  // The same on gradient norm.
-  double min_latency_ms = 0.01;  // Layers faster than this on every rank are not judged (noise).
+  // Layers faster than this on every rank are not judged: sub-0.1 ms layers jitter by more than
+  // the threshold between steps (measured on a shared CPU machine), and a straggler shows on the
+  // slower layers anyway.
+  double min_latency_ms = 0.1;
   // InvalidArgument when a value is negative or not finite.
   absl::Status Validate() const;
 };
