@@ -21,24 +21,14 @@
 #include "client/service_client.h"
 #include "client/watch_stream.h"
 #include "daemon/daemon.h"
+#include "daemon/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 
 namespace tracetorch::daemon {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/ttauth_XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_util::TempDir;
 
 void WriteFile(const std::string& path, const std::string& data, mode_t mode = 0600) {
   {
@@ -93,7 +83,7 @@ TEST(ConstantTimeEquals, ComparesContentAndLength) {
 }
 
 TEST(ReadTokenFile, FirstLineTrimmedAndModeChecked) {
-  TempDir dir;
+  TempDir dir{"ttauth"};
   const std::string path = dir.path() + "/token";
   WriteFile(path, "  tok-123  \nsecond line\n", 0600);
   absl::StatusOr<TokenFile> t = ReadTokenFile(path);
@@ -107,7 +97,7 @@ TEST(ReadTokenFile, FirstLineTrimmedAndModeChecked) {
 }
 
 TEST(ReadTokenFile, BadFilesNameTheFile) {
-  TempDir dir;
+  TempDir dir{"ttauth"};
   const std::string missing = dir.path() + "/missing";
   absl::Status s = ReadTokenFile(missing).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
@@ -195,7 +185,7 @@ TEST(BearerTokenProcessor, AcceptsOnlyTheTokenAndCountsRejections) {
 }
 
 TEST(MakeTcpListener, ReadsFilesAndWarnsAboutAReadableToken) {
-  TempDir dir;
+  TempDir dir{"ttauth"};
   const std::string token = dir.path() + "/token";
   WriteFile(token, "short\n", 0644);
   TcpListenerOptions o;
@@ -487,7 +477,7 @@ int RunDaemon(const std::string& dir, const std::string& args, std::string* outp
 }
 
 TEST(TracetorchdBinary, RefusesUnsafeTcpWithExitCode2) {
-  TempDir dir;
+  TempDir dir{"ttauth"};
   const std::string token = dir.path() + "/token";
   WriteFile(token, absl::StrCat(kToken, "\n"));
   std::string out;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trace/atomic_file.h"
@@ -19,22 +20,11 @@
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::TempDir;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/ttbase_XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TraceRecord MakeRecord(const std::string& model, int layers) {
   TraceRecord r;
@@ -86,7 +76,7 @@ TEST(BaselineStore, NamesAreOnePlainFileName) {
 }
 
 TEST(BaselineStore, BadNamesNeverTouchTheDisk) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path());
   for (const char* bad : {"../x", "a/b", "", "../../etc/passwd"}) {
     EXPECT_EQ(store.Set(bad, MakeRecord("Net", 1), {}, "upload").status().code(),
@@ -100,7 +90,7 @@ TEST(BaselineStore, BadNamesNeverTouchTheDisk) {
 }
 
 TEST(BaselineStore, SetGetRoundTripWithHistory) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
   const TraceRecord record = MakeRecord("Net", 3);
   auto info = store.Set("main", record, MakeHistory(), "session s-1");
@@ -135,7 +125,7 @@ TEST(BaselineStore, SetGetRoundTripWithHistory) {
 }
 
 TEST(BaselineStore, SetReplacesAndListIsByName) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("zeta", MakeRecord("Z", 1), {}, "upload").ok());
   ASSERT_TRUE(store.Set("alpha", MakeRecord("A", 2), MakeHistory(), "session x").ok());
@@ -154,7 +144,7 @@ TEST(BaselineStore, SetReplacesAndListIsByName) {
 }
 
 TEST(BaselineStore, RemoveAndNotFound) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path());
   EXPECT_EQ(store.Remove("main").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kNotFound);
@@ -174,7 +164,7 @@ TEST(BaselineStore, RemoveAndNotFound) {
 }
 
 TEST(BaselineStore, SurvivesANewStoreOnTheSameDirectory) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   {
     BaselineStore store(dir.path());
     ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
@@ -187,7 +177,7 @@ TEST(BaselineStore, SurvivesANewStoreOnTheSameDirectory) {
 }
 
 TEST(BaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
   // Someone replaces the record by hand (or a crash hit between the two writes): the sidecar no
@@ -210,7 +200,7 @@ TEST(BaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
 }
 
 TEST(BaselineStore, UnreadableFilesAreListedAndGetSaysWhy) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("good", MakeRecord("Net", 1), {}, "upload").ok());
   ASSERT_TRUE(WriteFileAtomic(store.dir() + "/broken.json", "{not json").ok());
@@ -237,7 +227,7 @@ TEST(BaselineStore, WithoutADataDirEveryCallIsFailedPrecondition) {
 
 TEST(BaselineStore, UnwritableDirectoryIsAnError) {
   if (geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
-  TempDir dir;
+  TempDir dir{"ttbase"};
   ASSERT_EQ(chmod(dir.path().c_str(), 0500), 0);
   BaselineStore store(dir.path());
   const absl::Status s = store.Set("main", MakeRecord("Net", 1), {}, "upload").status();
@@ -246,7 +236,7 @@ TEST(BaselineStore, UnwritableDirectoryIsAnError) {
 }
 
 TEST(BaselineStore, ConcurrentSetsAndReadsSeeWholeBaselines) {
-  TempDir dir;
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("main", MakeRecord("Net", 1), MakeHistory(), "upload").ok());
   std::vector<std::thread> threads;

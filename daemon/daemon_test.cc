@@ -24,6 +24,7 @@
 #include "client/record_proto.h"
 #include "client/service_client.h"
 #include "client/wire.h"
+#include "daemon/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "trace/aggregator.h"
@@ -33,31 +34,11 @@
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::TempDir;
+using test_util::WaitFor;
+
 using client::DaemonClient;
 using client::DaemonClientOptions;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/ttd_XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// Polls `pred` until it holds or `timeout` passes.
-bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return pred();
-}
 
 class DaemonTest : public ::testing::Test {
  protected:

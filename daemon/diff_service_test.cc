@@ -17,6 +17,7 @@
 #include "client/record_proto.h"
 #include "client/service_client.h"
 #include "daemon/daemon.h"
+#include "daemon/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trace/diff.h"
@@ -25,31 +26,12 @@
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::TempDir;
+using test_util::WaitFor;
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/ttdiff_XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return pred();
-}
 
 // Step-to-step jitter of +-40% around 1 ms, mean exactly 1.0 over each 10 steps.
 const std::vector<double> kJitter = {0.6, 1.4, 0.8, 1.2, 1.0, 0.7, 1.3, 0.9, 1.1, 1.0};
@@ -373,7 +355,7 @@ TEST_F(DiffServiceTest, ErrorsNameTheSideAndUseTheRightCode) {
 }
 
 TEST(DiffServiceNoDataDir, BaselinesAreFailedPreconditionDiffsStillWork) {
-  TempDir dir;
+  TempDir dir{"ttdiff"};
   DaemonConfig config;
   config.socket_path = dir.path() + "/d.sock";
   auto d = Daemon::Start(config);

@@ -18,11 +18,15 @@
 #include "client/record_proto.h"
 #include "client/service_client.h"
 #include "daemon/daemon.h"
+#include "daemon/test_util.h"
 #include "gtest/gtest.h"
 #include "trace/divergence.h"
 
 namespace tracetorch::daemon {
 namespace {
+
+using test_util::TempDir;
+using test_util::WaitFor;
 
 // ---- Over a SessionManager --------------------------------------------------------------------
 
@@ -179,30 +183,8 @@ TEST_F(JobSnapshotTest, TwoRanksAreShownWithoutDivergence) {
 
 // ---- A real daemon, three agents of one job ---------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/ttjob_XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return pred();
-}
-
 TEST(JobIntegration, ThreeRanksOneSlowFlaggedOnThatRankOnly) {
-  TempDir dir;
+  TempDir dir{"ttjob"};
   DaemonConfig config;
   config.socket_path = dir.path() + "/d.sock";
   config.data_dir = dir.path() + "/data";

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/test_util.h"
 #include "gtest/gtest.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
@@ -13,18 +14,7 @@
 namespace tracetorch::daemon {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tracetorchd_sm_XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_util::TempDir;
 
 v1::Hello MakeHello(const std::string& host = "box", int pid = 10) {
   v1::Hello h;
@@ -62,7 +52,7 @@ TEST(MakeSessionId, IsAlwaysASafeFileName) {
 }
 
 TEST(SessionManager, OpenListSnapshotAndAbort) {
-  TempDir dir;
+  TempDir dir{"tracetorchd_sm"};
   DaemonCounters counters;
   SessionManagerOptions o;
   o.data_dir = dir.path();
@@ -132,7 +122,7 @@ TEST(SessionManager, LiveSessionLimit) {
 }
 
 TEST(SessionManager, EvictsEndedSessionsToDiskAndStillServesThem) {
-  TempDir dir;
+  TempDir dir{"tracetorchd_sm"};
   DaemonCounters counters;
   SessionManagerOptions o;
   o.data_dir = dir.path();
@@ -159,7 +149,7 @@ TEST(SessionManager, EvictsEndedSessionsToDiskAndStillServesThem) {
 }
 
 TEST(SessionManager, RestartListsPastSessionsAndResumesALiveOne) {
-  TempDir dir;
+  TempDir dir{"tracetorchd_sm"};
   std::string id;
   {
     DaemonCounters counters;
@@ -234,7 +224,7 @@ TEST(SessionManager, FinishedSessionIsNotResumed) {
 }
 
 TEST(SessionManager, BadIndexIsAClearError) {
-  TempDir dir;
+  TempDir dir{"tracetorchd_sm"};
   ASSERT_TRUE(WriteFileAtomic(dir.path() + "/index.json", "{not json").ok());
   DaemonCounters counters;
   SessionManagerOptions o;

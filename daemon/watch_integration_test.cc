@@ -16,6 +16,7 @@
 #include "client/watch_state.h"
 #include "client/watch_stream.h"
 #include "daemon/daemon.h"
+#include "daemon/test_util.h"
 #include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
@@ -24,6 +25,8 @@
 
 namespace tracetorch::daemon {
 namespace {
+
+using test_util::TempDir;
 
 using client::DaemonClient;
 // Equal protos (NaN equal to NaN: history uses it for "no value"), or the differences.
@@ -41,19 +44,6 @@ using client::DaemonClient;
 
 constexpr int kViewers = 64;
 constexpr int kLayers = 8;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/ttw_XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(30)) {
   const absl::Time deadline = absl::Now() + timeout;
