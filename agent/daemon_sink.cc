@@ -18,19 +18,19 @@ DaemonSink::~DaemonSink() = default;
 
 void DaemonSink::OnLayerDeclared(LayerId layer, const LayerInfo& info) {
   if (layer < 0) return;
-  const client::LayerDecl decl{static_cast<uint32_t>(layer), info};
+  const protocol::LayerDecl decl{static_cast<uint32_t>(layer), info};
   client_->DeclareLayers({&decl, 1});
 }
 
 void DaemonSink::OnForward(LayerId layer, int64_t step, const ForwardSample& sample) {
   if (layer < 0 || step < 0) return;
   client_->EnqueueForward(
-      client::ToForwardEvent(static_cast<uint32_t>(layer), static_cast<uint64_t>(step), sample));
+      protocol::ToForwardEvent(static_cast<uint32_t>(layer), static_cast<uint64_t>(step), sample));
 }
 
 void DaemonSink::OnBackward(LayerId layer, int64_t step, const BackwardSample& sample) {
   if (layer < 0 || step < 0) return;
-  client::BackwardEvent event;
+  protocol::BackwardEvent event;
   event.layer_id = static_cast<uint32_t>(layer);
   event.step = static_cast<uint64_t>(step);
   event.sample = sample;

@@ -42,7 +42,7 @@ struct DaemonSinkOptions {
 
 class DaemonSink final : public EventSink {
  public:
-  // InvalidArgument for a malformed address (see client::ParseDaemonAddress) or invalid client
+  // InvalidArgument for a malformed address (see protocol::ParseDaemonAddress) or invalid client
   // options. Succeeds when the daemon is absent.
   static absl::StatusOr<std::shared_ptr<DaemonSink>> Create(DaemonSinkOptions options);
   ~DaemonSink() override;  // Closes the client (bounded wait) unless Close() was called.

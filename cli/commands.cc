@@ -26,9 +26,9 @@
 #include "cli/render.h"
 #include "cli/source.h"
 #include "cli/watch.h"
-#include "client/daemon_client.h"
-#include "client/record_proto.h"
-#include "client/service_client.h"
+#include "protocol/address.h"
+#include "protocol/record_proto.h"
+#include "service_client/service_client.h"
 #include "trace/anomaly.h"
 #include "trace/diff.h"
 #include "trace/json.h"
@@ -213,7 +213,7 @@ int RunWatchRemote(const WatchArgs& args, const LayerFilter& filter, const Style
       .remote_value = args.remote,
       .targets = args.targets,
       .job_id = args.job,
-      .default_address = DefaultRemoteAddress(),
+      .default_address = protocol::DefaultServiceAddress(),
   });
   if (!target.ok()) return Fail(env, std::string(target.status().message()));
   RemoteWatchOptions options;
@@ -280,14 +280,15 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
 
 // Connects to the daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
 // A TCP daemon's token and TLS files come from the environment ($TRACETORCH_TOKEN[_FILE],
-// $TRACETORCH_TLS_CA/CERT/KEY/SERVER_NAME; see client/service_client.h).
-absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> ConnectRemote(
+// $TRACETORCH_TLS_CA/CERT/KEY/SERVER_NAME; see service_client/service_client.h).
+absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> ConnectRemote(
     const std::string& remote) {
-  absl::StatusOr<client::ServiceClientOptions> options = client::ServiceClientOptionsFromEnv();
+  absl::StatusOr<service_client::ServiceClientOptions> options =
+      service_client::ServiceClientOptionsFromEnv();
   if (!options.ok()) return options.status();
   options->deadline = absl::Seconds(5);
-  return client::TraceServiceClient::Create(remote.empty() ? DefaultRemoteAddress() : remote,
-                                            *options);
+  return service_client::TraceServiceClient::Create(
+      remote.empty() ? protocol::DefaultServiceAddress() : remote, *options);
 }
 
 // One line for a failed RPC: the daemon is not there, or the session is unknown.
@@ -369,8 +370,9 @@ std::string SessionsToText(const v1::ListSessionsResponse& list) {
 }
 
 int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
-  const std::string address = args.remote.empty() ? DefaultRemoteAddress() : args.remote;
-  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> rpc = ConnectRemote(args.remote);
+  const std::string address = args.remote.empty() ? protocol::DefaultServiceAddress() : args.remote;
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectRemote(args.remote);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   absl::StatusOr<v1::ListSessionsResponse> list = (*rpc)->ListSessions();
   if (!list.ok()) return Fail(env, DescribeRemoteError(list.status(), address));
@@ -384,9 +386,10 @@ int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
 }
 
 int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
-  const std::string address = args.remote.empty() ? DefaultRemoteAddress() : args.remote;
+  const std::string address = args.remote.empty() ? protocol::DefaultServiceAddress() : args.remote;
   if (args.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
-  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> rpc = ConnectRemote(args.remote);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectRemote(args.remote);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(args.session);
   if (!snapshot.ok()) {
@@ -408,17 +411,6 @@ int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
 }
 
 }  // namespace
-
-std::string DefaultRemoteAddress() {
-  if (const char* rpc = std::getenv("TRACETORCH_DAEMON_RPC"); rpc != nullptr && rpc[0] != '\0') {
-    return rpc;
-  }
-  absl::StatusOr<std::string> ingest = client::ParseDaemonAddress(client::DefaultDaemonAddress());
-  if (!ingest.ok()) return client::DefaultServiceAddress();
-  const size_t slash = ingest->rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : ingest->substr(0, slash);
-  return absl::StrCat(dir.empty() ? "" : dir, "/tracetorchd-rpc.sock");
-}
 
 Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color) {
   if (color == "always") return Style::Rich();

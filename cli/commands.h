@@ -39,11 +39,6 @@ struct CliEnvironment {
 // REQUIRES: color is "auto", "always" or "never".
 Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color);
 
-// The TraceService address `sessions` and `snapshot` use without --remote: $TRACETORCH_DAEMON_RPC
-// when set, else tracetorchd-rpc.sock in the folder of the agents' socket
-// (client::DefaultDaemonAddress(), which honours $TRACETORCH_DAEMON).
-std::string DefaultRemoteAddress();
-
 // Runs `tracetorch` with argv[0..argc) and returns the exit code.
 int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env);
 

@@ -64,17 +64,5 @@ TEST(RemoteCommands, SnapshotNeedsASession) {
   EXPECT_THAT(r.err, HasSubstr("session"));
 }
 
-TEST(RemoteCommands, DefaultRemoteIsBesideTheAgentSocket) {
-  unsetenv("TRACETORCH_DAEMON_RPC");
-  setenv("TRACETORCH_DAEMON", "/tmp/tt-test/d.sock", 1);
-  EXPECT_EQ(DefaultRemoteAddress(), "/tmp/tt-test/tracetorchd-rpc.sock");
-  setenv("TRACETORCH_DAEMON", "unix:///tmp/tt-test2/x.sock", 1);
-  EXPECT_EQ(DefaultRemoteAddress(), "/tmp/tt-test2/tracetorchd-rpc.sock");
-  setenv("TRACETORCH_DAEMON_RPC", "/tmp/elsewhere/rpc.sock", 1);
-  EXPECT_EQ(DefaultRemoteAddress(), "/tmp/elsewhere/rpc.sock");
-  unsetenv("TRACETORCH_DAEMON_RPC");
-  unsetenv("TRACETORCH_DAEMON");
-}
-
 }  // namespace
 }  // namespace tracetorch::cli

@@ -17,8 +17,9 @@
 #include "absl/time/time.h"
 #include "cli/render.h"
 #include "cli/source.h"
-#include "client/record_proto.h"
-#include "client/service_client.h"
+#include "protocol/address.h"
+#include "protocol/record_proto.h"
+#include "service_client/service_client.h"
 #include "trace/json.h"
 
 namespace tracetorch::cli {
@@ -83,11 +84,13 @@ absl::StatusOr<Operand> ParseOperand(absl::string_view spelling) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> Connect(const std::string& address) {
-  absl::StatusOr<client::ServiceClientOptions> options = client::ServiceClientOptionsFromEnv();
+absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> Connect(
+    const std::string& address) {
+  absl::StatusOr<service_client::ServiceClientOptions> options =
+      service_client::ServiceClientOptionsFromEnv();
   if (!options.ok()) return options.status();
   options->deadline = std::max(options->deadline, kUploadDeadline);
-  return client::TraceServiceClient::Create(address, *options);
+  return service_client::TraceServiceClient::Create(address, *options);
 }
 
 // One line for a failed call. `operands` are the sides by the role the daemon names in its
@@ -229,7 +232,7 @@ int RemoteDiffCommand::Run(const std::string& baseline, const std::string& curre
     }
     address.clear();
   }
-  if (address.empty()) address = DefaultRemoteAddress();
+  if (address.empty()) address = protocol::DefaultServiceAddress();
   if (absl::Status s = thresholds.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
 
   absl::StatusOr<Operand> base_op = ParseOperand(a);
@@ -237,7 +240,7 @@ int RemoteDiffCommand::Run(const std::string& baseline, const std::string& curre
   absl::StatusOr<Operand> cur_op = ParseOperand(b);
   if (!cur_op.ok()) return Fail(env, std::string(cur_op.status().message()));
 
-  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> rpc = Connect(address);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc = Connect(address);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   v1::DiffRequest request;
   *request.mutable_baseline() = base_op->proto;
@@ -282,13 +285,13 @@ BaselineCommand::BaselineCommand(CLI::App* app) {
 bool BaselineCommand::parsed() const { return baseline_->parsed(); }
 
 int BaselineCommand::Run(const CliEnvironment& env) const {
-  const std::string address = remote_.empty() ? DefaultRemoteAddress() : remote_;
+  const std::string address = remote_.empty() ? protocol::DefaultServiceAddress() : remote_;
   absl::StatusOr<Operand> source;
   if (set_->parsed()) {
     source = ParseOperand(source_);
     if (!source.ok()) return Fail(env, std::string(source.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> rpc = Connect(address);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc = Connect(address);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
 
   if (set_->parsed()) {

@@ -14,9 +14,9 @@
 //   PATH             an existing trace file: read here and uploaded (no history). A path that
 //                    contains '/' or ends in ".json" is always a file ("./latest" is the file).
 //   anything else    a session id
-// ADDR is optional for `diff --remote` (default: DefaultRemoteAddress()): `diff --remote A B`
-// uses the default, `diff --remote ADDR A B` (or --remote=ADDR, or --remote ADDR after A B) the
-// given one. Calls use client::ServiceClientOptionsFromEnv() (token, TLS).
+// ADDR is optional for `diff --remote` (default: protocol::DefaultServiceAddress()): `diff --remote
+// A B` uses the default, `diff --remote ADDR A B` (or --remote=ADDR, or --remote ADDR after A B)
+// the given one. Calls use service_client::ServiceClientOptionsFromEnv() (token, TLS).
 //
 // Output and exit codes are those of the local `diff` (ReportDiff): the same table or --json
 // document, 0 no regression, 1 a warning or critical entry, 2 an error in one line on stderr

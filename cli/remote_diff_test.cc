@@ -17,11 +17,11 @@
 #include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "client/daemon_client.h"
-#include "client/events.h"
-#include "client/service_client.h"
-#include "daemon/daemon.h"
+#include "daemon/server/daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "protocol/events.h"
+#include "service_client/service_client.h"
 #include "trace/json.h"
 
 namespace tracetorch::cli {
@@ -100,22 +100,22 @@ class RemoteDiffTest : public ::testing::Test {
   std::string StreamSession(double latency_ms, int steps = 10) {
     client::DaemonClientOptions o;
     o.address = absl::StrCat("unix://", config_.socket_path);
-    o.identity = client::CurrentProcessIdentity();
+    o.identity = protocol::CurrentProcessIdentity();
     o.identity.model_name = "Net";
     o.flush_interval = absl::Milliseconds(5);
     auto c = client::DaemonClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status();
     if (!c.ok()) return "";
-    (*c)->DeclareLayers(std::vector<client::LayerDecl>{{0, {"fc", "Linear", "fc", 1, 10}}});
+    (*c)->DeclareLayers(std::vector<protocol::LayerDecl>{{0, {"fc", "Linear", "fc", 1, 10}}});
     for (int step = 0; step < steps; ++step) {
       ForwardSample f;
       f.latency_ms = latency_ms * (1.0 + 0.01 * (step % 3));
       f.outputs = {{{4, 8}, "torch.float32", "cpu", TensorStats{0.0, 1.0, -1.0, 1.0, 0, 0}}};
-      (*c)->EnqueueForward(client::ToForwardEvent(0, static_cast<uint64_t>(step), f));
+      (*c)->EnqueueForward(protocol::ToForwardEvent(0, static_cast<uint64_t>(step), f));
     }
     EXPECT_TRUE((*c)->Close(absl::Seconds(5)).ok());
     const std::string id = (*c)->session_id();
-    auto service = client::TraceServiceClient::Create(address_);
+    auto service = service_client::TraceServiceClient::Create(address_);
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
       auto snap = (*service)->GetSnapshot(id);

@@ -14,8 +14,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "client/record_proto.h"
-#include "client/service_client.h"
+#include "protocol/record_proto.h"
+#include "service_client/service_client.h"
 #include "trace/json.h"
 
 namespace tracetorch::cli {
@@ -243,7 +243,7 @@ LayerHistoryMap HistoryFromProto(
   return out;
 }
 
-std::string WatchUpdateToJson(const v1::WatchUpdate& update, const client::WatchState& state,
+std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
                               const LayerFilter& filter) {
   std::string out;
   const bool ended = state.ended().has_value();
@@ -337,7 +337,7 @@ void RemoteWatcher::SetStatus(StatusLine::Kind kind, std::string text) {
   status_.text = std::move(text);
 }
 
-void RemoteWatcher::Remember(const client::WatchState& state) {
+void RemoteWatcher::Remember(const protocol::WatchState& state) {
   if (state.has_job()) {
     const v1::JobSnapshot& job = state.job();
     LiveJobFrame frame;
@@ -428,9 +428,9 @@ void RemoteWatcher::Draw() {
   Emit(text);
 }
 
-RemoteWatcher::StreamEnd RemoteWatcher::Follow(client::WatchStream* stream, bool* got_update,
-                                               absl::Status* status) {
-  client::WatchState state;
+RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stream,
+                                               bool* got_update, absl::Status* status) {
+  protocol::WatchState state;
   v1::WatchUpdate update;
   bool shutdown = false;
   bool interrupted = false;
@@ -540,7 +540,7 @@ absl::Status RemoteWatcher::Watch() {
   bool connected_once = false;
   SetStatus(StatusLine::Kind::kWaiting, absl::StrCat("connecting to ", options_.address));
   while (true) {
-    std::unique_ptr<client::WatchStream> stream = open_(MakeRequest());
+    std::unique_ptr<service_client::WatchStream> stream = open_(MakeRequest());
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();
@@ -671,16 +671,16 @@ absl::StatusOr<RemoteWatchTarget> ResolveRemoteWatchTarget(const RemoteWatchArgs
 
 absl::Status RunRemoteWatchCommand(const RemoteWatchTarget& target, RemoteWatchOptions options,
                                    std::ostream* out, const Waiter& wait) {
-  absl::StatusOr<client::ServiceClientOptions> client_options =
-      client::ServiceClientOptionsFromEnv();
+  absl::StatusOr<service_client::ServiceClientOptions> client_options =
+      service_client::ServiceClientOptionsFromEnv();
   if (!client_options.ok()) return client_options.status();
-  absl::StatusOr<std::unique_ptr<client::TraceServiceClient>> client =
-      client::TraceServiceClient::Create(target.address, *client_options);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> client =
+      service_client::TraceServiceClient::Create(target.address, *client_options);
   if (!client.ok()) return client.status();
   options.address = target.address;
   options.session = target.session;
   options.job_id = target.job_id;
-  client::TraceServiceClient* rpc = client->get();
+  service_client::TraceServiceClient* rpc = client->get();
   RemoteWatcher watcher([rpc](const v1::WatchRequest& request) { return rpc->Watch(request); },
                         std::move(options), out);
   return RunRemoteWatch(&watcher, wait);

@@ -56,15 +56,15 @@
 #include "absl/time/time.h"
 #include "cli/live_view.h"
 #include "cli/watch.h"
-#include "client/watch_state.h"
-#include "client/watch_stream.h"
+#include "protocol/watch_state.h"
+#include "service_client/watch_stream.h"
 #include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::cli {
 
 // Opens a Watch stream (TraceServiceClient::Watch, or a fake in tests). Never null.
 using WatchOpener =
-    std::function<std::unique_ptr<client::WatchStream>(const v1::WatchRequest& request)>;
+    std::function<std::unique_ptr<service_client::WatchStream>(const v1::WatchRequest& request)>;
 
 // Terminal size in columns and rows; 0 when unknown.
 struct TerminalSize {
@@ -97,7 +97,7 @@ SessionSummary SummaryFromProto(const v1::SessionInfo& info);
 LayerHistoryMap HistoryFromProto(const google::protobuf::RepeatedPtrField<v1::LayerHistory>& h);
 
 // The JSON documents of the file comment, one line each (no trailing newline).
-std::string WatchUpdateToJson(const v1::WatchUpdate& update, const client::WatchState& state,
+std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
                               const LayerFilter& filter);
 std::string WatchStatusToJson(std::string_view status, std::string_view message);
 
@@ -123,8 +123,8 @@ class RemoteWatcher {
   absl::Status Watch() ABSL_LOCKS_EXCLUDED(mu_);  // Run() without the final newline.
   v1::WatchRequest MakeRequest() const ABSL_LOCKS_EXCLUDED(mu_);
   // Reads one stream to its end; `*status` is the error for kFatal.
-  StreamEnd Follow(client::WatchStream* stream, bool* got_update, absl::Status* status);
-  void Remember(const client::WatchState& state);
+  StreamEnd Follow(service_client::WatchStream* stream, bool* got_update, absl::Status* status);
+  void Remember(const protocol::WatchState& state);
   void SetStatus(StatusLine::Kind kind, std::string text);
   void Draw();
   void Emit(const std::string& text);
@@ -137,7 +137,7 @@ class RemoteWatcher {
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  client::WatchStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // The open stream, if any.
+  service_client::WatchStream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;  // The open stream, if any.
   std::string resolved_session_ ABSL_GUARDED_BY(mu_);
 
   // The run's own state (Run's thread only).
@@ -170,7 +170,7 @@ struct RemoteWatchArgs {
   std::string remote_value;          // --remote's value ("" when given bare).
   std::vector<std::string> targets;  // The positional words.
   std::string job_id;                // --job.
-  std::string default_address;       // DefaultRemoteAddress().
+  std::string default_address;       // protocol::DefaultServiceAddress().
 };
 struct RemoteWatchTarget {
   std::string address;
@@ -183,9 +183,9 @@ absl::StatusOr<RemoteWatchTarget> ResolveRemoteWatchTarget(const RemoteWatchArgs
 // True for an address-looking word (see RemoteWatchArgs).
 bool LooksLikeServiceAddress(std::string_view word);
 
-// Connects with client::ServiceClientOptionsFromEnv() (token, TLS) and runs the watch until it
-// ends (RunRemoteWatch). `wait` must be made before this call when it blocks signals, so that the
-// gRPC threads started here inherit the blocked mask. The error is one line for the user.
+// Connects with service_client::ServiceClientOptionsFromEnv() (token, TLS) and runs the watch until
+// it ends (RunRemoteWatch). `wait` must be made before this call when it blocks signals, so that
+// the gRPC threads started here inherit the blocked mask. The error is one line for the user.
 absl::Status RunRemoteWatchCommand(const RemoteWatchTarget& target, RemoteWatchOptions options,
                                    std::ostream* out, const Waiter& wait);
 

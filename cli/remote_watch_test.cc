@@ -10,10 +10,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "client/record_proto.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "protocol/record_proto.h"
 
 namespace tracetorch::cli {
 namespace {
@@ -23,7 +23,7 @@ using ::testing::Not;
 using ::testing::StartsWith;
 
 // A scripted stream: its updates, then (optionally after blocking until Cancel) `finish`.
-class FakeStream : public client::WatchStream {
+class FakeStream : public service_client::WatchStream {
  public:
   FakeStream(std::vector<v1::WatchUpdate> updates, absl::Status finish, bool block_at_end)
       : updates_(updates.begin(), updates.end()),
@@ -67,7 +67,7 @@ class FakeDaemon {
     scripts_.push_back(Script{std::move(updates), std::move(finish), block_at_end});
   }
   WatchOpener Opener() {
-    return [this](const v1::WatchRequest& request) -> std::unique_ptr<client::WatchStream> {
+    return [this](const v1::WatchRequest& request) -> std::unique_ptr<service_client::WatchStream> {
       absl::MutexLock lock(&mu_);
       requests_.push_back(request);
       Script script = scripts_.front();

@@ -26,9 +26,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "client/wire.h"
+#include "protocol/address.h"
+#include "protocol/wire.h"
 
 namespace tracetorch::client {
+
+using protocol::BackwardEvent;
+using protocol::ForwardEvent;
+using protocol::LayerDecl;
+namespace wire = protocol::wire;
+
 namespace {
 
 // Bumped in the child after every fork(); a client created in generation g is inert when the
@@ -84,40 +91,6 @@ class Backoff {
 };
 
 }  // namespace
-
-absl::StatusOr<std::string> ParseDaemonAddress(std::string_view address_in) {
-  const absl::string_view address(address_in.data(), address_in.size());
-  absl::string_view path = address;
-  if (absl::StartsWith(path, "unix://")) {
-    path.remove_prefix(7);
-  } else if (absl::StartsWith(path, "unix:")) {
-    path.remove_prefix(5);
-  } else if (absl::StrContains(path, "://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unsupported daemon address \"", address,
-                     "\": tracetorchd ingest listens on a Unix socket (PATH or unix://PATH)"));
-  }
-  if (path.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("empty daemon socket path in address \"", address, "\""));
-  }
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("daemon socket path is ", path.size(),
-                                                   " bytes; a Unix socket path holds at most ",
-                                                   sizeof(sockaddr_un::sun_path) - 1));
-  }
-  return std::string(path);
-}
-
-std::string DefaultDaemonAddress() {
-  if (const char* env = std::getenv("TRACETORCH_DAEMON"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
-    return absl::StrCat(xdg, "/tracetorch/tracetorchd.sock");
-  }
-  return "/run/tracetorch/tracetorchd.sock";
-}
 
 // ---- Impl ---------------------------------------------------------------------------------------
 
@@ -682,8 +655,8 @@ class DaemonClient::Impl {
 // ---------------------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(DaemonClientOptions options) {
-  if (options.address.empty()) options.address = DefaultDaemonAddress();
-  absl::StatusOr<std::string> path = ParseDaemonAddress(options.address);
+  if (options.address.empty()) options.address = protocol::DefaultDaemonAddress();
+  absl::StatusOr<std::string> path = protocol::ParseDaemonAddress(options.address);
   if (!path.ok()) return path.status();
   if (options.queue_capacity == 0 || options.max_batch_events == 0) {
     return absl::InvalidArgumentError("queue_capacity and max_batch_events must be positive");

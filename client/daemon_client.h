@@ -40,23 +40,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "client/events.h"
+#include "protocol/events.h"
 #include "trace/record.h"
 
 namespace tracetorch::client {
 
-// The socket path for `address`: a plain path, or "unix://PATH" (also "unix:PATH"). InvalidArgument
-// for an empty address, another scheme (e.g. "tcp://"), a relative path after "unix://" that is
-// empty, or a path too long for a Unix socket (107 bytes).
-absl::StatusOr<std::string> ParseDaemonAddress(std::string_view address);
-
-// $TRACETORCH_DAEMON when set; else $XDG_RUNTIME_DIR/tracetorch/tracetorchd.sock when
-// XDG_RUNTIME_DIR is set; else /run/tracetorch/tracetorchd.sock (the system service's socket).
-std::string DefaultDaemonAddress();
-
 struct DaemonClientOptions {
-  std::string address;  // Empty: DefaultDaemonAddress().
-  ProcessIdentity identity;
+  std::string address;  // Empty: protocol::DefaultDaemonAddress().
+  protocol::ProcessIdentity identity;
 
   size_t queue_capacity = 1 << 16;  // Events (forward + backward) waiting to be sent.
   size_t max_batch_events = 8192;   // Events per EventBatch frame.
@@ -97,12 +88,12 @@ class DaemonClient {
 
   // Declares layers (new ids; an id declared again is ignored). Sent before any event queued after
   // this call; re-sent in full after a reconnect.
-  void DeclareLayers(absl::Span<const LayerDecl> layers);
+  void DeclareLayers(absl::Span<const protocol::LayerDecl> layers);
 
   // Queue one event. Never blocks on I/O; false when it was dropped (queue full, closed, or in a
   // forked child).
-  bool EnqueueForward(ForwardEvent event);
-  bool EnqueueBackward(const BackwardEvent& event);
+  bool EnqueueForward(protocol::ForwardEvent event);
+  bool EnqueueBackward(const protocol::BackwardEvent& event);
 
   // Recorded in the next batch (once).
   void SetNanOrigin(const NanOrigin& origin);

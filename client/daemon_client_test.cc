@@ -1,4 +1,4 @@
-// DaemonClient without a daemon (the daemon-backed tests live in daemon/daemon_test.cc).
+// DaemonClient without a daemon (the daemon-backed tests live in daemon/server/daemon_test.cc).
 #include "client/daemon_client.h"
 
 #include <unistd.h>
@@ -10,50 +10,6 @@
 
 namespace tracetorch::client {
 namespace {
-
-TEST(ParseDaemonAddress, AcceptsPathsAndUnixUrls) {
-  EXPECT_EQ(*ParseDaemonAddress("/run/x.sock"), "/run/x.sock");
-  EXPECT_EQ(*ParseDaemonAddress("unix:///run/x.sock"), "/run/x.sock");
-  EXPECT_EQ(*ParseDaemonAddress("unix:/run/x.sock"), "/run/x.sock");
-  EXPECT_EQ(*ParseDaemonAddress("rel.sock"), "rel.sock");
-  EXPECT_EQ(ParseDaemonAddress("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseDaemonAddress("unix://").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseDaemonAddress("tcp://127.0.0.1:1").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseDaemonAddress("/" + std::string(200, 'a')).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-TEST(DefaultDaemonAddress, PrefersTheEnvironment) {
-  setenv("TRACETORCH_DAEMON", "unix:///tmp/custom.sock", 1);
-  EXPECT_EQ(DefaultDaemonAddress(), "unix:///tmp/custom.sock");
-  unsetenv("TRACETORCH_DAEMON");
-  setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1);
-  EXPECT_EQ(DefaultDaemonAddress(), "/run/user/1000/tracetorch/tracetorchd.sock");
-}
-
-TEST(CurrentProcessIdentity, ReadsRankAndJobFromTheEnvironment) {
-  setenv("RANK", "3", 1);
-  setenv("LOCAL_RANK", "1", 1);
-  setenv("WORLD_SIZE", "oops", 1);
-  unsetenv("TRACETORCH_JOB");
-  setenv("TORCHELASTIC_RUN_ID", "elastic-7", 1);
-  ProcessIdentity id = CurrentProcessIdentity();
-  EXPECT_EQ(id.pid, getpid());
-  EXPECT_FALSE(id.host.empty());
-  EXPECT_GT(id.start_time_unix_ns, 0);
-  EXPECT_LE(id.start_time_unix_ns, absl::GetCurrentTimeNanos());
-  EXPECT_EQ(id.rank, 3);
-  EXPECT_EQ(id.local_rank, 1);
-  EXPECT_FALSE(id.world_size.has_value());
-  EXPECT_EQ(id.job_id, "elastic-7");
-  setenv("TRACETORCH_JOB", "mine", 1);
-  EXPECT_EQ(CurrentProcessIdentity().job_id, "mine");
-  for (const char* v :
-       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "TRACETORCH_JOB", "TORCHELASTIC_RUN_ID"}) {
-    unsetenv(v);
-  }
-}
 
 DaemonClientOptions NoDaemon(size_t capacity) {
   DaemonClientOptions o;
@@ -78,7 +34,7 @@ TEST(DaemonClient, FullQueueDropsAndCountsWithoutBlocking) {
   int accepted = 0;
   const absl::Time start = absl::Now();
   for (int i = 0; i < 1000; ++i) {
-    ForwardEvent e;
+    protocol::ForwardEvent e;
     e.layer_id = 0;
     e.step = static_cast<uint64_t>(i);
     accepted += (*c)->EnqueueForward(std::move(e)) ? 1 : 0;

@@ -25,7 +25,8 @@
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
 #include "client/daemon_client.h"
-#include "client/events.h"
+#include "protocol/address.h"
+#include "protocol/events.h"
 #include "trace/format.h"
 #include "trace/json.h"
 
@@ -101,7 +102,7 @@ constexpr absl::Duration kDaemonCloseWait = absl::Seconds(1);
 
 absl::Status ValidateOptions(const TraceSessionOptions& options) {
   if (!options.daemon_address.empty()) {
-    if (absl::StatusOr<std::string> a = client::ParseDaemonAddress(options.daemon_address);
+    if (absl::StatusOr<std::string> a = protocol::ParseDaemonAddress(options.daemon_address);
         !a.ok()) {
       return a.status();
     }
@@ -210,7 +211,7 @@ absl::Status TraceSession::Start() {
     // Streams this Start()..Stop() block to tracetorchd; never waits for the daemon.
     agent::DaemonSinkOptions sink_options;
     sink_options.client.address = impl_->options.daemon_address;
-    client::ProcessIdentity id = client::CurrentProcessIdentity();
+    protocol::ProcessIdentity id = protocol::CurrentProcessIdentity();
     const TraceMetadata& m = impl_->metadata;
     id.model_name = m.model_name;
     id.torch_version = m.pytorch_version;

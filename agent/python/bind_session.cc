@@ -19,7 +19,8 @@
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
 #include "client/daemon_client.h"
-#include "client/events.h"
+#include "protocol/address.h"
+#include "protocol/events.h"
 #include "trace/anomaly.h"
 #include "trace/format.h"
 #include "trace/json.h"
@@ -155,9 +156,9 @@ void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_
 }
 
 // The daemon's view of this process: pid, host, start time, ranks, job id from the environment
-// (client::CurrentProcessIdentity), the model and framework fields from the session's metadata.
-client::ProcessIdentity ToIdentity(const py::dict& d) {
-  client::ProcessIdentity id = client::CurrentProcessIdentity();
+// (protocol::CurrentProcessIdentity), the model and framework fields from the session's metadata.
+protocol::ProcessIdentity ToIdentity(const py::dict& d) {
+  protocol::ProcessIdentity id = protocol::CurrentProcessIdentity();
   const TraceMetadata m = ToMetadata(d);
   id.model_name = m.model_name;
   id.torch_version = m.pytorch_version;
@@ -403,7 +404,7 @@ void BindSession(py::module_& m) {
   m.def(
       "_parse_daemon_address",
       [](const std::string& address) {
-        absl::StatusOr<std::string> path = client::ParseDaemonAddress(address);
+        absl::StatusOr<std::string> path = protocol::ParseDaemonAddress(address);
         if (!path.ok()) ThrowStatus(path.status());
         return *path;
       },

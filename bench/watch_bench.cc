@@ -1,0 +1,330 @@
+// Live-watch cost and latency: 8 synthetic agents streaming as fast as they can through the real
+// client library into the real tracetorchd (a subprocess), with and without 64 real gRPC viewers
+// (service_client::TraceServiceClient::Watch, 8 per session, each applying its updates to a
+// protocol::WatchState like `tracetorch watch --remote` does), in the same run.
+//
+// Prints, per run: layer events/s the daemon accepted, the daemon's CPU (cores) and RSS (GetStats);
+// with viewers also the updates received (full/delta), their mean size, and states coalesced. Then
+// the ratio of the ingest rate with viewers to the mean of the two runs without (one before, one
+// after), and two latencies, both from daemon clock to viewer clock on this machine:
+//
+//   freshness   receive time of an update - arrival at the daemon of the NEWEST event it reflects
+//               (WatchUpdate.newest_event_unix_ns): how old the newest data on a viewer's screen
+//               is when it arrives; the build + send + receive path.
+//   event bound receive time of update k - newest_event_unix_ns of update k-1: every event first
+//               reflected in update k arrived at the daemon after that, so this bounds the age of
+//               the OLDEST event first shown in update k. It includes waiting for the viewer's
+//               next tick, so it is about interval + freshness by construction.
+//
+// Usage: tracetorchd_watch_bench [seconds per run, default 5] [layers per model, default 50]
+//                                [viewers, default 64] [interval s, default 0.05]
+//                                [steps/s per agent, default 0 = flat out]
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/daemon_client.h"
+#include "protocol/watch_state.h"
+#include "service_client/service_client.h"
+#include "service_client/watch_stream.h"
+
+namespace {
+
+using tracetorch::client::DaemonClient;
+using tracetorch::service_client::TraceServiceClient;
+
+constexpr int kAgents = 8;
+
+struct Sample {
+  uint64_t events = 0;
+  double cpu = 0;
+  uint64_t rss = 0;
+  uint64_t coalesced = 0;
+};
+
+Sample Probe(TraceServiceClient& svc) {
+  auto s = svc.GetStats();
+  if (!s.ok()) {
+    std::fprintf(stderr, "GetStats: %s\n", std::string(s.status().message()).c_str());
+    std::exit(1);
+  }
+  return {s->events_total(), s->cpu_seconds(), s->rss_bytes(), s->watch_updates_coalesced()};
+}
+
+tracetorch::protocol::ForwardEvent MakeForward(uint32_t layer, uint64_t step) {
+  tracetorch::protocol::ForwardEvent e;
+  e.layer_id = layer;
+  e.step = step;
+  e.latency_ms = 0.05 + 0.001 * layer;
+  tracetorch::protocol::WireTensor t;
+  t.shape = {32, 256};
+  t.stats = tracetorch::TensorStats{0.01, 1.0, -3.5, 3.5, 0, 0};
+  e.inputs.push_back(t);
+  e.outputs.push_back(t);
+  return e;
+}
+
+tracetorch::protocol::BackwardEvent MakeBackward(uint32_t layer, uint64_t step) {
+  tracetorch::protocol::BackwardEvent e;
+  e.layer_id = layer;
+  e.step = step;
+  e.sample.latency_ms = 0.1;
+  e.sample.grad_norm = 0.5;
+  e.sample.grad_mean = 0.001;
+  return e;
+}
+
+std::vector<tracetorch::protocol::LayerDecl> Layers(int agent, int layers) {
+  std::vector<tracetorch::protocol::LayerDecl> out;
+  for (int l = 0; l < layers; ++l) {
+    out.push_back({static_cast<uint32_t>(l),
+                   {absl::StrCat("l", l), "Linear", absl::StrCat("a", agent, ".l", l), 2, 1000}});
+  }
+  return out;
+}
+
+// What the viewers saw during the measured window.
+struct ViewerTotals {
+  absl::Mutex mu;
+  std::vector<double> fresh_ms;  // Freshness (see the top).
+  std::vector<double> bound_ms;  // Event bound (see the top).
+  uint64_t updates = 0, fulls = 0, deltas = 0, bytes = 0, gaps = 0, errors = 0;
+};
+
+struct Result {
+  double events_per_s = 0;
+  double daemon_cores = 0;
+  uint64_t rss = 0;
+  uint64_t coalesced = 0;
+  double dropped_fraction = 0;
+};
+
+// Runs kAgents agents flat out; with `viewers` > 0 that many viewers watch their sessions
+// (round-robin) at `interval_s`. Measures `seconds` after a warm-up.
+Result Run(const std::string& socket, const std::string& rpc, TraceServiceClient& svc, int layers,
+           double seconds, int viewers, double interval_s, double steps_per_s,
+           ViewerTotals* totals) {
+  std::atomic<bool> stop{false};
+  std::atomic<bool> measuring{false};
+  std::atomic<uint64_t> dropped{0}, produced{0};
+  std::vector<std::string> sessions(kAgents);
+  std::atomic<int> connected{0};
+  std::vector<std::thread> agents;
+  for (int a = 0; a < kAgents; ++a) {
+    agents.emplace_back([&, a] {
+      tracetorch::client::DaemonClientOptions o;
+      o.address = socket;
+      o.identity = tracetorch::protocol::CurrentProcessIdentity();
+      o.identity.model_name = absl::StrCat("bench", a);
+      auto c = DaemonClient::Create(o);
+      if (!c.ok()) std::exit(1);
+      (*c)->DeclareLayers(Layers(a, layers));
+      if (!(*c)->WaitUntilConnected(absl::Seconds(5)).ok()) std::exit(1);
+      sessions[static_cast<size_t>(a)] = (*c)->session_id();
+      connected.fetch_add(1);
+      uint64_t local_drop = 0, local_prod = 0;
+      const absl::Time start = absl::Now();
+      for (uint64_t step = 0; !stop.load(std::memory_order_relaxed); ++step) {
+        if (steps_per_s > 0) {  // Paced: one step every 1/steps_per_s.
+          const absl::Time due = start + absl::Seconds(static_cast<double>(step) / steps_per_s);
+          if (const absl::Time now = absl::Now(); due > now) absl::SleepFor(due - now);
+        }
+        for (int l = 0; l < layers; ++l) {
+          ++local_prod;
+          if (!(*c)->EnqueueForward(MakeForward(static_cast<uint32_t>(l), step))) {
+            ++local_drop;
+            absl::SleepFor(absl::Microseconds(200));  // Leave the CPU to the sender and daemon.
+          }
+        }
+        for (int l = layers - 1; l >= 0; --l) {
+          ++local_prod;
+          if (!(*c)->EnqueueBackward(MakeBackward(static_cast<uint32_t>(l), step))) {
+            ++local_drop;
+            absl::SleepFor(absl::Microseconds(200));
+          }
+        }
+      }
+      (void)(*c)->Close(absl::Seconds(5));
+      dropped += local_drop;
+      produced += local_prod;
+    });
+  }
+  while (connected.load() < kAgents) absl::SleepFor(absl::Milliseconds(5));
+
+  std::vector<std::thread> viewer_threads;
+  for (int v = 0; v < viewers; ++v) {
+    viewer_threads.emplace_back([&, v] {
+      auto client = TraceServiceClient::Create(rpc);
+      if (!client.ok()) std::exit(1);
+      tracetorch::v1::WatchRequest request;
+      request.mutable_session()->set_session_id(sessions[static_cast<size_t>(v % kAgents)]);
+      request.set_interval_s(interval_s);
+      std::unique_ptr<tracetorch::service_client::WatchStream> stream = (*client)->Watch(request);
+      tracetorch::protocol::WatchState state;
+      std::vector<double> fresh, bound;
+      uint64_t updates = 0, fulls = 0, deltas = 0, bytes = 0, gaps = 0, errors = 0;
+      int64_t previous_newest = 0;
+      uint64_t previous_sequence = 0;
+      tracetorch::v1::WatchUpdate u;
+      while (stream->Read(&u)) {
+        const int64_t received = absl::ToUnixNanos(absl::Now());
+        if (!state.Apply(u).ok()) ++errors;
+        if (measuring.load(std::memory_order_relaxed) &&
+            (u.kind_case() == tracetorch::v1::WatchUpdate::kFull ||
+             u.kind_case() == tracetorch::v1::WatchUpdate::kDelta)) {
+          ++updates;
+          bytes += u.ByteSizeLong();
+          (u.kind_case() == tracetorch::v1::WatchUpdate::kFull ? fulls : deltas)++;
+          if (u.sequence() > previous_sequence + 1) ++gaps;
+          if (u.newest_event_unix_ns() > 0) {
+            fresh.push_back(static_cast<double>(received - u.newest_event_unix_ns()) / 1e6);
+          }
+          if (previous_newest > 0) {
+            bound.push_back(static_cast<double>(received - previous_newest) / 1e6);
+          }
+        }
+        if (u.newest_event_unix_ns() > 0) previous_newest = u.newest_event_unix_ns();
+        previous_sequence = u.sequence();
+      }
+      if (!stream->Finish().ok()) ++errors;
+      absl::MutexLock lock(&totals->mu);
+      totals->fresh_ms.insert(totals->fresh_ms.end(), fresh.begin(), fresh.end());
+      totals->bound_ms.insert(totals->bound_ms.end(), bound.begin(), bound.end());
+      totals->updates += updates;
+      totals->fulls += fulls;
+      totals->deltas += deltas;
+      totals->bytes += bytes;
+      totals->gaps += gaps;
+      totals->errors += errors;
+    });
+  }
+
+  absl::SleepFor(absl::Seconds(1));  // Warm up: connections, buffers, the viewers' first states.
+  const Sample s0 = Probe(svc);
+  const absl::Time t0 = absl::Now();
+  measuring = true;
+  absl::SleepFor(absl::Seconds(seconds));
+  measuring = false;
+  const Sample s1 = Probe(svc);
+  const double dt = absl::ToDoubleSeconds(absl::Now() - t0);
+  stop = true;
+  for (auto& t : agents) t.join();
+  for (auto& t : viewer_threads) t.join();  // The sessions ended: every stream ends.
+  Result r;
+  r.events_per_s = static_cast<double>(s1.events - s0.events) / dt;
+  r.daemon_cores = (s1.cpu - s0.cpu) / dt;
+  r.rss = s1.rss;
+  r.coalesced = s1.coalesced - s0.coalesced;
+  r.dropped_fraction = produced.load() > 0 ? static_cast<double>(dropped.load()) /
+                                                 static_cast<double>(produced.load())
+                                           : 0;
+  return r;
+}
+
+void Print(const char* name, const Result& r) {
+  std::printf(
+      "%-20s %7.3f M layer events/s  agent drops=%5.1f%%  daemon CPU=%4.2f cores  daemon "
+      "RSS=%6.1f MiB\n",
+      name, r.events_per_s / 1e6, 100 * r.dropped_fraction, r.daemon_cores,
+      static_cast<double>(r.rss) / (1 << 20));
+  std::fflush(stdout);
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double seconds = argc > 1 ? std::atof(argv[1]) : 5.0;
+  const int layers = argc > 2 ? std::atoi(argv[2]) : 50;
+  const int viewers = argc > 3 ? std::atoi(argv[3]) : 64;
+  const double interval_s = argc > 4 ? std::atof(argv[4]) : 0.05;
+  const double steps_per_s = argc > 5 ? std::atof(argv[5]) : 0.0;
+  signal(SIGPIPE, SIG_IGN);
+  std::string tmpl = "/tmp/ttwbench_XXXXXX";
+  const std::string dir = mkdtemp(tmpl.data());
+  const std::string socket = dir + "/d.sock";
+  const pid_t daemon = fork();
+  if (daemon == 0) {
+    const std::string data = dir + "/data";
+    execl(TRACETORCHD_BINARY, TRACETORCHD_BINARY, "--socket", socket.c_str(), "--data-dir",
+          data.c_str(), "--log-level", "warn", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string rpc = dir + "/tracetorchd-rpc.sock";
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!std::filesystem::exists(socket) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  auto svc = TraceServiceClient::Create(rpc);
+  if (!svc.ok()) return 1;
+
+  std::printf(
+      "tracetorchd watch: %d agents x %d layers streaming %s (forward + backward per layer "
+      "per step); %d viewers at %.3f s (%d per session, each applying updates to a WatchState); "
+      "%.1f s per run; %u cores\n",
+      kAgents, layers,
+      steps_per_s > 0 ? absl::StrCat(steps_per_s, " steps/s each").c_str() : "flat out", viewers,
+      interval_s, viewers / kAgents, seconds, std::thread::hardware_concurrency());
+  ViewerTotals none;
+  const Result before = Run(socket, rpc, **svc, layers, seconds, 0, interval_s, steps_per_s, &none);
+  Print("no viewers", before);
+  ViewerTotals totals;
+  const Result with =
+      Run(socket, rpc, **svc, layers, seconds, viewers, interval_s, steps_per_s, &totals);
+  Print(absl::StrCat(viewers, " viewers").c_str(), with);
+  const Result after = Run(socket, rpc, **svc, layers, seconds, 0, interval_s, steps_per_s, &none);
+  Print("no viewers (again)", after);
+
+  const double without = (before.events_per_s + after.events_per_s) / 2;
+  const double ratio = without > 0 ? with.events_per_s / without : 0;
+  std::printf(
+      "viewers: %llu updates in the window (%.0f/s; full %llu, delta %llu), mean %.1f KiB, "
+      "%llu sequence gaps, %llu states coalesced, %llu errors\n",
+      static_cast<unsigned long long>(totals.updates),
+      static_cast<double>(totals.updates) / seconds, static_cast<unsigned long long>(totals.fulls),
+      static_cast<unsigned long long>(totals.deltas),
+      totals.updates > 0
+          ? static_cast<double>(totals.bytes) / static_cast<double>(totals.updates) / 1024
+          : 0.0,
+      static_cast<unsigned long long>(totals.gaps), static_cast<unsigned long long>(with.coalesced),
+      static_cast<unsigned long long>(totals.errors));
+  std::printf("ingest with %d viewers / without: %.3f (target >= 0.90: %s)\n", viewers, ratio,
+              ratio >= 0.90 ? "met" : "NOT met");
+  std::printf(
+      "freshness   (newest event's arrival -> viewer):      p50 %6.1f ms  p99 %6.1f ms  max "
+      "%6.1f ms  (target p99 <= 50 ms: %s)\n",
+      Percentile(totals.fresh_ms, 0.50), Percentile(totals.fresh_ms, 0.99),
+      Percentile(totals.fresh_ms, 1.0),
+      Percentile(totals.fresh_ms, 0.99) <= 50 ? "met" : "NOT met");
+  std::printf(
+      "event bound (oldest new event's arrival -> viewer, <=): p50 %6.1f ms  p99 %6.1f ms  max "
+      "%6.1f ms  (includes the wait for the %.0f ms tick)\n",
+      Percentile(totals.bound_ms, 0.50), Percentile(totals.bound_ms, 0.99),
+      Percentile(totals.bound_ms, 1.0), interval_s * 1000);
+
+  kill(daemon, SIGTERM);
+  int status = 0;
+  waitpid(daemon, &status, 0);
+  std::filesystem::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,261 @@
+#include "daemon/core/baseline_store.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trace/atomic_file.h"
+#include "trace/json.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+using test_util::TempDir;
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+TraceRecord MakeRecord(const std::string& model, int layers) {
+  TraceRecord r;
+  r.metadata.model_name = model;
+  for (int i = 0; i < layers; ++i) {
+    LayerTrace l;
+    l.name = absl::StrCat("l", i);
+    l.full_name = l.name;
+    l.type = "Linear";
+    l.latency_ms = l.latency_ms_mean = 0.5 + i;
+    l.forward_count = 3;
+    r.layers.push_back(l);
+  }
+  return r;
+}
+
+std::vector<v1::LayerHistory> MakeHistory() {
+  v1::LayerHistory h;
+  h.set_full_name("l0");
+  for (int s = 0; s < 6; ++s) {
+    h.add_steps(static_cast<uint64_t>(s));
+    h.add_latency_ms(0.5 + 0.01 * s);
+    h.add_output_std(std::nan(""));  // Unknown values survive as NaN.
+    h.add_grad_norm(1.0);
+    h.add_non_finite(s == 3);
+  }
+  return {h};
+}
+
+std::vector<std::string> Names(const std::vector<v1::BaselineInfo>& list) {
+  std::vector<std::string> out;
+  for (const v1::BaselineInfo& b : list) out.push_back(b.name());
+  return out;
+}
+
+TEST(BaselineStore, NamesAreOnePlainFileName) {
+  for (const char* ok : {"main", "v1.2", "release_2026-11", "a", "A.b-c_d"}) {
+    EXPECT_TRUE(BaselineStore::ValidateName(ok).ok()) << ok;
+  }
+  EXPECT_TRUE(BaselineStore::ValidateName(std::string(128, 'x')).ok());
+  for (const std::string& bad : {std::string(""), std::string("../x"), std::string("a/b"),
+                                 std::string(".hidden"), std::string(".."), std::string("a b"),
+                                 std::string("a\nb"), std::string(129, 'x'), std::string("ä")}) {
+    const absl::Status s = BaselineStore::ValidateName(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_THAT(BaselineStore::ValidateName("a/b").message(), HasSubstr("letters, digits"));
+  EXPECT_THAT(BaselineStore::ValidateName("").message(), HasSubstr("empty"));
+}
+
+TEST(BaselineStore, BadNamesNeverTouchTheDisk) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path());
+  for (const char* bad : {"../x", "a/b", "", "../../etc/passwd"}) {
+    EXPECT_EQ(store.Set(bad, MakeRecord("Net", 1), {}, "upload").status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+    EXPECT_EQ(store.Get(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(store.Remove(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/baselines"));
+}
+
+TEST(BaselineStore, SetGetRoundTripWithHistory) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
+  const TraceRecord record = MakeRecord("Net", 3);
+  auto info = store.Set("main", record, MakeHistory(), "session s-1");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->name(), "main");
+  EXPECT_EQ(info->created_unix_ns(), 1700000000ll * 1000000000ll);
+  EXPECT_EQ(info->source(), "session s-1");
+  EXPECT_EQ(info->model_name(), "Net");
+  EXPECT_EQ(info->layers(), 3u);
+  EXPECT_TRUE(info->has_history());
+
+  auto got = store.Get("main");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->record, record);
+  EXPECT_EQ(got->info.SerializeAsString(), info->SerializeAsString());
+  ASSERT_EQ(got->history.size(), 1u);
+  const v1::LayerHistory& h = got->history[0];
+  const v1::LayerHistory want = MakeHistory()[0];
+  EXPECT_EQ(h.full_name(), "l0");
+  ASSERT_EQ(h.latency_ms_size(), 6);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(h.steps(i), want.steps(i));
+    EXPECT_EQ(h.latency_ms(i), want.latency_ms(i));
+    EXPECT_TRUE(std::isnan(h.output_std(i)));
+    EXPECT_EQ(h.non_finite(i), want.non_finite(i));
+  }
+
+  // The record is a plain trace file, readable by `tracetorch inspect`.
+  auto file = ReadTraceFile(store.dir() + "/main.json");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*file, record);
+}
+
+TEST(BaselineStore, SetReplacesAndListIsByName) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path());
+  ASSERT_TRUE(store.Set("zeta", MakeRecord("Z", 1), {}, "upload").ok());
+  ASSERT_TRUE(store.Set("alpha", MakeRecord("A", 2), MakeHistory(), "session x").ok());
+  ASSERT_TRUE(store.Set("mid.v2", MakeRecord("M", 1), {}, "upload").ok());
+  ASSERT_TRUE(store.Set("alpha", MakeRecord("A2", 4), {}, "upload").ok());  // Replaces.
+  auto list = store.List();
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_THAT(Names(*list), ElementsAre("alpha", "mid.v2", "zeta"));
+  EXPECT_EQ((*list)[0].model_name(), "A2");
+  EXPECT_EQ((*list)[0].layers(), 4u);
+  EXPECT_FALSE((*list)[0].has_history());
+  EXPECT_EQ((*list)[0].source(), "upload");
+  auto alpha = store.Get("alpha");
+  ASSERT_TRUE(alpha.ok());
+  EXPECT_THAT(alpha->history, IsEmpty());
+}
+
+TEST(BaselineStore, RemoveAndNotFound) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path());
+  EXPECT_EQ(store.Remove("main").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(store.Get("main").status().message(), HasSubstr("no baseline named 'main'"));
+  auto empty = store.List();
+  ASSERT_TRUE(empty.ok()) << empty.status();  // No folder yet: nothing, not an error.
+  EXPECT_THAT(*empty, IsEmpty());
+
+  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 1), MakeHistory(), "upload").ok());
+  ASSERT_TRUE(store.Remove("main").ok());
+  EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store.Remove("main").code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(store.dir() + "/.main.meta.json"));
+  auto list = store.List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_THAT(*list, IsEmpty());
+}
+
+TEST(BaselineStore, SurvivesANewStoreOnTheSameDirectory) {
+  TempDir dir{"ttbase"};
+  {
+    BaselineStore store(dir.path());
+    ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
+  }
+  BaselineStore again(dir.path());
+  auto got = again.Get("main");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->info.source(), "session s");
+  EXPECT_EQ(got->history.size(), 1u);
+}
+
+TEST(BaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path());
+  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
+  // Someone replaces the record by hand (or a crash hit between the two writes): the sidecar no
+  // longer belongs to it, so its history must not be used.
+  ASSERT_TRUE(WriteTraceFile(store.dir() + "/main.json", MakeRecord("Other", 5)).ok());
+  // And copies a trace file in.
+  ASSERT_TRUE(WriteTraceFile(store.dir() + "/copied.json", MakeRecord("Copied", 1)).ok());
+  auto main = store.Get("main");
+  ASSERT_TRUE(main.ok()) << main.status();
+  EXPECT_EQ(main->record.metadata.model_name, "Other");
+  EXPECT_THAT(main->history, IsEmpty());
+  EXPECT_EQ(main->info.source(), "file");
+  EXPECT_EQ(main->info.layers(), 5u);
+  EXPECT_FALSE(main->info.has_history());
+  auto list = store.List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_THAT(Names(*list), ElementsAre("copied", "main"));
+  EXPECT_EQ((*list)[0].model_name(), "Copied");
+  EXPECT_GT((*list)[0].created_unix_ns(), 0);
+}
+
+TEST(BaselineStore, UnreadableFilesAreListedAndGetSaysWhy) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path());
+  ASSERT_TRUE(store.Set("good", MakeRecord("Net", 1), {}, "upload").ok());
+  ASSERT_TRUE(WriteFileAtomic(store.dir() + "/broken.json", "{not json").ok());
+  ASSERT_TRUE(WriteFileAtomic(store.dir() + "/.hidden.json", "{}").ok());  // Not a name.
+  ASSERT_TRUE(WriteFileAtomic(store.dir() + "/notes.txt", "x").ok());
+  auto list = store.List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_THAT(Names(*list), ElementsAre("broken", "good"));
+  EXPECT_THAT((*list)[0].source(), HasSubstr("unreadable"));
+  const absl::Status s = store.Get("broken").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("broken.json"));
+}
+
+TEST(BaselineStore, WithoutADataDirEveryCallIsFailedPrecondition) {
+  BaselineStore store("");
+  EXPECT_EQ(store.Set("main", MakeRecord("Net", 1), {}, "upload").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.List().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Remove("main").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.List().status().message(), HasSubstr("--data-dir"));
+}
+
+TEST(BaselineStore, UnwritableDirectoryIsAnError) {
+  if (geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
+  TempDir dir{"ttbase"};
+  ASSERT_EQ(chmod(dir.path().c_str(), 0500), 0);
+  BaselineStore store(dir.path());
+  const absl::Status s = store.Set("main", MakeRecord("Net", 1), {}, "upload").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  chmod(dir.path().c_str(), 0700);
+}
+
+TEST(BaselineStore, ConcurrentSetsAndReadsSeeWholeBaselines) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path());
+  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 1), MakeHistory(), "upload").ok());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&store, t] {
+      for (int i = 0; i < 20; ++i) {
+        const int layers = 1 + (t + i) % 4;
+        EXPECT_TRUE(store.Set("main", MakeRecord("Net", layers), MakeHistory(), "upload").ok());
+        auto got = store.Get("main");
+        ASSERT_TRUE(got.ok()) << got.status();
+        // Record and sidecar always belong together.
+        EXPECT_EQ(got->info.layers(), got->record.layers.size());
+        EXPECT_EQ(got->history.size(), 1u);
+        EXPECT_TRUE(store.List().ok());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace
+}  // namespace tracetorch::daemon

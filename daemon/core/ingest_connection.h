@@ -1,0 +1,79 @@
+// One agent connection's protocol state machine, without I/O: the ingest server feeds it frame
+// headers and payloads read from the socket and writes back what it appends to `out`.
+//
+//   OnFrameHeader(len)  -> false: over the frame limit (fatal IngestError appended; close)
+//   OnFrame(payload)    -> false: close after writing `out`
+//   OnClosed(truncated) -> the socket ended; the session is released (aborted without End)
+//
+// Rules: the first message must be a Hello (answered with a Welcome or a fatal IngestError); a
+// frame that does not parse, a second Hello, an unsupported protocol version or a session limit
+// is fatal; events for undeclared layers are dropped and counted, with one non-fatal IngestError
+// per connection. Everything rejected is counted in DaemonCounters and logged once per cause
+// (rate-limited).
+//
+// Thread-compatible: one connection thread drives it.
+#ifndef TRACETORCH_DAEMON_CORE_INGEST_CONNECTION_H_
+#define TRACETORCH_DAEMON_CORE_INGEST_CONNECTION_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "daemon/core/counters.h"
+#include "daemon/core/rate_limited_log.h"
+#include "daemon/core/session.h"
+#include "daemon/core/session_manager.h"
+#include "tracetorch/v1/agent.pb.h"
+
+namespace tracetorch::daemon {
+
+class IngestConnection {
+ public:
+  IngestConnection(SessionManager* manager, DaemonCounters* counters, RateLimitedLog* log,
+                   PeerCredentials peer, uint32_t max_frame_bytes);
+  ~IngestConnection();  // OnClosed(false) unless called.
+  IngestConnection(const IngestConnection&) = delete;
+  IngestConnection& operator=(const IngestConnection&) = delete;
+
+  bool OnFrameHeader(uint32_t length, std::string* out);
+  bool OnFrame(std::string_view payload, std::string* out);
+  // `truncated`: the stream ended inside a frame (counted as a rejected frame).
+  void OnClosed(bool truncated);
+
+  // Appends a fatal IngestError frame and counts a rejected connection (allow-list, connection
+  // limit): used by the server before any frame is read.
+  static void AppendRejection(const absl::Status& status, std::string* out);
+
+  const std::string& session_id() const { return session_id_; }
+
+ private:
+  void HandleBatch(const v1::EventBatch& batch, std::string* out);
+  bool Fail(std::string_view cause, const absl::Status& status, bool count_frame, std::string* out);
+
+  SessionManager* const manager_;
+  DaemonCounters* const counters_;
+  RateLimitedLog* const log_;
+  const PeerCredentials peer_;
+  const uint32_t max_frame_bytes_;
+
+  v1::AgentMessage message_;  // For messages other than event batches.
+  // Event batches are parsed straight into this one (see OnFrame): a oneof member is deleted on
+  // every Clear(), but a plain message keeps its repeated sub-messages allocated for reuse.
+  v1::EventBatch batch_;
+  std::shared_ptr<Session> session_;
+  uint64_t attachment_ = 0;
+  std::string session_id_;
+  bool ended_ = false;
+  bool closed_ = false;
+  bool warned_undeclared_ = false;
+};
+
+// Appends a DaemonMessage frame (u32 LE length + payload) to `out`.
+void AppendDaemonFrame(const v1::DaemonMessage& message, std::string* out);
+
+}  // namespace tracetorch::daemon
+
+#endif  // TRACETORCH_DAEMON_CORE_INGEST_CONNECTION_H_

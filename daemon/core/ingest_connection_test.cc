@@ -1,0 +1,144 @@
+#include "daemon/core/ingest_connection.h"
+
+#include "gtest/gtest.h"
+#include "protocol/wire.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+// Parses the DaemonMessage frames a connection appended.
+std::vector<v1::DaemonMessage> Replies(const std::string& out) {
+  std::vector<v1::DaemonMessage> r;
+  std::string_view rest(out);
+  while (rest.size() >= 4) {
+    const uint32_t len = protocol::wire::GetFrameHeader(rest.data());
+    v1::DaemonMessage m;
+    EXPECT_TRUE(m.ParseFromArray(rest.data() + 4, static_cast<int>(len)));
+    r.push_back(m);
+    rest.remove_prefix(4 + len);
+  }
+  return r;
+}
+
+std::string Payload(const v1::AgentMessage& m) { return m.SerializeAsString(); }
+
+v1::AgentMessage Hello() {
+  v1::AgentMessage m;
+  m.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
+  m.mutable_hello()->mutable_identity()->set_pid(3);
+  return m;
+}
+
+class IngestConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = SessionManager::Create({}, &counters_);
+    ASSERT_TRUE(m.ok());
+    manager_ = *std::move(m);
+  }
+  DaemonCounters counters_;
+  RateLimitedLog log_;
+  std::unique_ptr<SessionManager> manager_;
+};
+
+TEST_F(IngestConnectionTest, HelloGetsWelcomeThenEventsFlow) {
+  IngestConnection c(manager_.get(), &counters_, &log_, {3, 0, 0}, 1 << 20);
+  std::string out;
+  ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
+  auto r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].has_welcome());
+  EXPECT_EQ(r[0].welcome().session_id(), c.session_id());
+  out.clear();
+  v1::AgentMessage table;
+  table.mutable_layer_table()->add_layers()->set_full_name("fc");
+  ASSERT_TRUE(c.OnFrame(Payload(table), &out));
+  v1::AgentMessage ev;
+  ev.mutable_events()->add_forward()->set_layer_id(0);
+  ev.mutable_events()->add_forward()->set_layer_id(5);  // Undeclared.
+  ev.mutable_events()->add_forward()->set_layer_id(6);  // Undeclared.
+  ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
+  ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
+  r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);  // One non-fatal error per connection.
+  EXPECT_FALSE(r[0].error().fatal());
+  EXPECT_EQ(r[0].error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(counters_.events_total.load(), 2u);
+  EXPECT_EQ(counters_.rejected_events.load(), 4u);
+  v1::AgentMessage end;
+  end.mutable_end();
+  ASSERT_TRUE(c.OnFrame(Payload(end), &out));
+  c.OnClosed(false);
+  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_FINISHED);
+}
+
+TEST_F(IngestConnectionTest, OversizedAndEmptyFramesAreFatal) {
+  IngestConnection c(manager_.get(), &counters_, &log_, {}, 1024);
+  std::string out;
+  EXPECT_TRUE(c.OnFrameHeader(1024, &out));
+  EXPECT_FALSE(c.OnFrameHeader(1025, &out));
+  auto r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error().fatal());
+  EXPECT_EQ(r[0].error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  IngestConnection d(manager_.get(), &counters_, &log_, {}, 1024);
+  EXPECT_FALSE(d.OnFrameHeader(0, &out));
+  EXPECT_EQ(counters_.rejected_frames.load(), 2u);
+}
+
+TEST_F(IngestConnectionTest, GarbageIsFatal) {
+  IngestConnection c(manager_.get(), &counters_, &log_, {}, 1024);
+  std::string out;
+  EXPECT_FALSE(c.OnFrame("\xff\xff\xff\xff\xff", &out));
+  auto r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error().fatal());
+  EXPECT_EQ(counters_.rejected_frames.load(), 1u);
+  EXPECT_EQ(counters_.rejected_connections.load(), 1u);
+  EXPECT_TRUE(manager_->List().empty());
+}
+
+TEST_F(IngestConnectionTest, FirstMessageMustBeHelloAndOnlyOnce) {
+  IngestConnection c(manager_.get(), &counters_, &log_, {}, 1024);
+  std::string out;
+  v1::AgentMessage hb;
+  hb.mutable_heartbeat();
+  EXPECT_FALSE(c.OnFrame(Payload(hb), &out));
+  EXPECT_EQ(Replies(out)[0].error().code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition));
+
+  IngestConnection d(manager_.get(), &counters_, &log_, {}, 1024);
+  out.clear();
+  ASSERT_TRUE(d.OnFrame(Payload(Hello()), &out));
+  EXPECT_FALSE(d.OnFrame(Payload(Hello()), &out));
+  d.OnClosed(false);
+  ASSERT_EQ(manager_->List().size(), 1u);
+  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_ABORTED);
+}
+
+TEST_F(IngestConnectionTest, UnknownVersionIsRefused) {
+  IngestConnection c(manager_.get(), &counters_, &log_, {}, 1024);
+  std::string out;
+  v1::AgentMessage h = Hello();
+  h.mutable_hello()->set_protocol_version(static_cast<v1::ProtocolVersion>(2));
+  EXPECT_FALSE(c.OnFrame(Payload(h), &out));
+  auto r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error().fatal());
+  EXPECT_EQ(r[0].error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(counters_.rejected_connections.load(), 1u);
+}
+
+TEST_F(IngestConnectionTest, TruncatedStreamAbortsAndCounts) {
+  std::string out;
+  {
+    IngestConnection c(manager_.get(), &counters_, &log_, {}, 1024);
+    ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
+    c.OnClosed(/*truncated=*/true);
+  }
+  EXPECT_EQ(counters_.rejected_frames.load(), 1u);
+  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_ABORTED);
+}
+
+}  // namespace
+}  // namespace tracetorch::daemon

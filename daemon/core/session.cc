@@ -1,0 +1,550 @@
+#include "daemon/core/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "protocol/codes.h"
+#include "protocol/record_proto.h"
+#include "trace/json.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+TensorInfo TensorFromWire(const v1::TensorEvent& t) {
+  TensorInfo out;
+  out.shape.assign(t.shape().begin(), t.shape().end());
+  out.dtype = std::string(protocol::DtypeName(t.dtype()));
+  out.device = protocol::DeviceName(t.device());
+  if (t.has_stats()) out.stats = FromProto(t.stats());
+  return out;
+}
+
+template <typename T>
+std::optional<T> Opt(bool has, T value) {
+  return has ? std::optional<T>(value) : std::nullopt;
+}
+
+TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
+  TraceMetadata m;
+  m.model_name = id.model_name();
+  m.pytorch_version = id.torch_version();
+  m.python_version = id.python_version();
+  m.platform = id.platform();
+  m.cuda_available = id.cuda_available();
+  if (!id.cuda_version().empty()) m.cuda_version = id.cuda_version();
+  if (!id.active_device().empty()) m.active_device = id.active_device();
+  return m;
+}
+
+void SetExtra(TraceMetadata& m, const std::string& key, std::string json) {
+  for (auto& [k, v] : m.extra) {
+    if (k == key) {
+      v = std::move(json);
+      return;
+    }
+  }
+  m.extra.emplace_back(key, std::move(json));
+}
+
+std::optional<double> MinOpt(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::min(*a, *b);
+}
+std::optional<double> MaxOpt(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::max(*a, *b);
+}
+std::optional<double> WeightedMean(std::optional<double> a, int64_t na, std::optional<double> b,
+                                   int64_t nb) {
+  if (!a || na <= 0) return b;
+  if (!b || nb <= 0) return a;
+  return (*a * static_cast<double>(na) + *b * static_cast<double>(nb)) /
+         static_cast<double>(na + nb);
+}
+
+LayerTrace MergeLayer(const LayerTrace& a, const LayerTrace& b) {
+  LayerTrace out = a;
+  if (b.forward_count > 0) {
+    out.inputs = b.inputs;
+    out.outputs = b.outputs;
+    out.latency_ms = b.latency_ms;
+    out.latency_ms_min = MinOpt(a.latency_ms_min, b.latency_ms_min);
+    out.latency_ms_max = MaxOpt(a.latency_ms_max, b.latency_ms_max);
+    out.latency_ms_mean =
+        WeightedMean(a.latency_ms_mean, a.forward_count, b.latency_ms_mean, b.forward_count);
+    out.fwd_mem_alloc_delta = b.fwd_mem_alloc_delta;
+    out.fwd_mem_reserved_delta = b.fwd_mem_reserved_delta;
+  }
+  out.forward_count = a.forward_count + b.forward_count;
+  out.has_nan = a.has_nan || b.has_nan;
+  out.has_inf = a.has_inf || b.has_inf;
+  if (b.backward_count > 0) {
+    out.grad_norm = b.grad_norm;
+    out.grad_mean = b.grad_mean;
+    out.grad_in_norm = b.grad_in_norm;
+    out.grad_in_mean = b.grad_in_mean;
+    out.bwd_latency_ms = b.bwd_latency_ms;
+    out.bwd_latency_ms_min = MinOpt(a.bwd_latency_ms_min, b.bwd_latency_ms_min);
+    out.bwd_latency_ms_max = MaxOpt(a.bwd_latency_ms_max, b.bwd_latency_ms_max);
+    out.bwd_latency_ms_mean = WeightedMean(a.bwd_latency_ms_mean, a.backward_count,
+                                           b.bwd_latency_ms_mean, b.backward_count);
+    out.bwd_mem_alloc_delta = b.bwd_mem_alloc_delta;
+    out.bwd_mem_reserved_delta = b.bwd_mem_reserved_delta;
+  }
+  out.backward_count = a.backward_count + b.backward_count;
+  out.grad_has_nan = a.grad_has_nan || b.grad_has_nan;
+  out.has_zero_grad = a.has_zero_grad || b.has_zero_grad;
+  out.grad_in_has_nan = a.grad_in_has_nan || b.grad_in_has_nan;
+  return out;
+}
+
+}  // namespace
+
+std::string_view ToString(SessionState state) {
+  switch (state) {
+    case SessionState::kLive:
+      return "live";
+    case SessionState::kFinished:
+      return "finished";
+    case SessionState::kAborted:
+      return "aborted";
+  }
+  return "unknown";
+}
+
+TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after) {
+  TraceRecord out;
+  out.metadata = after.metadata;
+  if (!out.metadata.nan_origin) out.metadata.nan_origin = before.metadata.nan_origin;
+  if (!out.metadata.total_time_ms) out.metadata.total_time_ms = before.metadata.total_time_ms;
+  absl::flat_hash_map<std::string_view, const LayerTrace*> after_by_name;
+  for (const LayerTrace& l : after.layers) after_by_name[l.full_name] = &l;
+  absl::flat_hash_map<std::string_view, bool> seen;
+  out.layers.reserve(before.layers.size() + after.layers.size());
+  for (const LayerTrace& l : before.layers) {
+    auto it = after_by_name.find(l.full_name);
+    out.layers.push_back(it == after_by_name.end() ? l : MergeLayer(l, *it->second));
+    seen[l.full_name] = true;
+  }
+  for (const LayerTrace& l : after.layers) {
+    if (!seen.contains(l.full_name)) out.layers.push_back(l);
+  }
+  return out;
+}
+
+Session::Session(std::string id, const v1::Hello& hello, PeerCredentials peer, absl::Time started,
+                 SessionLimits limits, Thresholds thresholds, std::optional<Restored> restored)
+    : id_(std::move(id)),
+      started_(started),
+      limits_(limits),
+      thresholds_(thresholds),
+      restored_(std::move(restored)),
+      aggregator_(MetadataFromIdentity(hello.identity())),
+      identity_(hello.identity()),
+      peer_(peer) {
+  client_dropped_ = hello.dropped_events();
+  if (restored_.has_value()) {
+    const v1::SessionInfo& info = restored_->entry.info();
+    events_ = info.events();
+    rejected_events_ = info.rejected_events();
+    lost_events_ = restored_->entry.lost_events();
+    client_dropped_ = std::max(client_dropped_, restored_->entry.client_dropped_events());
+    // Everything the agent wrote that we do not hold is lost in transit.
+    const uint64_t received = events_ + rejected_events_ + lost_events_;
+    if (hello.sent_events() > received) lost_events_ += hello.sent_events() - received;
+    TraceMetadata m = aggregator_.metadata();
+    if (!m.nan_origin) m.nan_origin = restored_->record.metadata.nan_origin;
+    aggregator_.SetMetadata(std::move(m));
+  }
+}
+
+absl::Status Session::DeclareLayers(const v1::LayerTable& table) {
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  for (const v1::LayerDecl& decl : table.layers()) {
+    // Ids are dense in practice; allow some slack, but never let an id size our tables.
+    const size_t id_limit = limits_.max_layers * 4;
+    if (decl.id() >= id_limit) {
+      return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id(), " (\"",
+                                                     decl.full_name(), "\") is not below ",
+                                                     id_limit, " (4 x the layer limit)"));
+    }
+    const size_t wire = decl.id();
+    const std::string& full_name = decl.full_name().empty() ? decl.name() : decl.full_name();
+    if (wire < wire_names_.size() && agg_ids_[wire] >= 0) {
+      if (wire_names_[wire] == full_name) continue;  // Re-declared (reconnect): already known.
+      return absl::InvalidArgumentError(absl::StrCat("layer id ", wire, " re-declared as \"",
+                                                     full_name, "\"; it was \"", wire_names_[wire],
+                                                     "\""));
+    }
+    if (static_cast<size_t>(aggregator_.declared_layers()) >= limits_.max_layers) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "session ", id_, " declares more than ", limits_.max_layers, " layers (--max-layers)"));
+    }
+    LayerInfo info;
+    info.name = decl.name();
+    info.type = decl.type();
+    info.full_name = full_name;
+    info.depth = decl.depth();
+    info.params = decl.params();
+    absl::StatusOr<TraceAggregator::LayerId> id = aggregator_.DeclareLayer(info);
+    if (!id.ok()) return id.status();
+    if (wire >= agg_ids_.size()) {
+      agg_ids_.resize(wire + 1, -1);
+      wire_names_.resize(wire + 1);
+    }
+    agg_ids_[wire] = *id;
+    wire_names_[wire] = info.full_name;
+    while (history_.size() <= static_cast<size_t>(*id)) {
+      const size_t capacity = std::max<size_t>(limits_.history_steps, 4);
+      history_.emplace_back(capacity, LayerHistory::Stagger(history_.size(), capacity));
+      layer_changed_.push_back(0);
+      layer_born_.push_back(0);
+      history_born_.push_back(0);
+      history_thinned_.push_back(0);
+      history_thinned_before_.push_back(0);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Session::TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thinnings_before) {
+  const size_t i = static_cast<size_t>(id);
+  layer_changed_[i] = changes_;
+  if (layer_born_[i] == 0) layer_born_[i] = changes_;
+  if (history_was_empty && !history_[i].points().empty()) history_born_[i] = changes_;
+  const uint64_t thinnings = history_[i].thinnings() - thinnings_before;
+  if (thinnings > 0) {
+    history_thinned_before_[i] = thinnings > 1 ? changes_ : history_thinned_[i];
+    history_thinned_[i] = changes_;
+  }
+}
+
+BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
+  BatchOutcome out;
+  const absl::Time arrived = absl::Now();
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  client_dropped_ = std::max(client_dropped_, batch.dropped_events());
+  auto lookup = [&](uint32_t wire) -> int32_t {
+    return wire < agg_ids_.size() ? agg_ids_[wire] : -1;
+  };
+  auto reject = [&](uint32_t wire) {
+    ++out.rejected;
+    if (out.error.ok()) {
+      out.error = absl::InvalidArgumentError(
+          absl::StrCat("event for undeclared layer id ", wire, " in session ", id_));
+    }
+  };
+  // A batch holds many calls of each layer, and a record keeps only the latest call's tensors:
+  // convert the tensors of each layer's last forward event alone (most of the ingest cost).
+  last_forward_in_batch_.assign(history_.size(), -1);
+  for (int i = 0; i < batch.forward_size(); ++i) {
+    const int32_t id = lookup(batch.forward(i).layer_id());
+    if (id >= 0) last_forward_in_batch_[static_cast<size_t>(id)] = i;
+  }
+  for (int i = 0; i < batch.forward_size(); ++i) {
+    const v1::ForwardEvent& e = batch.forward(i);
+    const int32_t id = lookup(e.layer_id());
+    if (id < 0) {
+      reject(e.layer_id());
+      continue;
+    }
+    ForwardSample s;
+    s.latency_ms = Opt(e.has_latency_ms(), e.latency_ms());
+    bool had_nan = false;
+    bool had_inf = false;
+    for (const v1::TensorEvent& t : e.outputs()) {
+      had_nan = had_nan || t.stats().nan_count() > 0;
+      had_inf = had_inf || t.stats().inf_count() > 0;
+    }
+    const bool non_finite = had_nan || had_inf;
+    if (last_forward_in_batch_[static_cast<size_t>(id)] == i) {
+      s.inputs.reserve(static_cast<size_t>(e.inputs_size()));
+      for (const v1::TensorEvent& t : e.inputs()) s.inputs.push_back(TensorFromWire(t));
+      s.outputs.reserve(static_cast<size_t>(e.outputs_size()));
+      for (const v1::TensorEvent& t : e.outputs()) s.outputs.push_back(TensorFromWire(t));
+    } else {
+      s.tensors_omitted = true;
+      s.outputs_had_nan = had_nan;
+      s.outputs_had_inf = had_inf;
+    }
+    s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
+    s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());
+    std::optional<double> out_std;
+    if (e.outputs_size() > 0 && e.outputs(0).stats().has_std())
+      out_std = e.outputs(0).stats().std();
+    LayerHistory& history = history_[static_cast<size_t>(id)];
+    const bool history_was_empty = history.points().empty();
+    const uint64_t thinnings = history.thinnings();
+    history.RecordForward(e.step(), s.latency_ms, out_std, non_finite, changes_);
+    TouchLayerLocked(id, history_was_empty, thinnings);
+    if (absl::Status st = aggregator_.AddForward(id, std::move(s)); !st.ok()) {
+      reject(e.layer_id());
+      continue;
+    }
+    ++out.accepted;
+  }
+  for (const v1::BackwardEvent& e : batch.backward()) {
+    const int32_t id = lookup(e.layer_id());
+    if (id < 0) {
+      reject(e.layer_id());
+      continue;
+    }
+    BackwardSample s;
+    s.latency_ms = Opt(e.has_latency_ms(), e.latency_ms());
+    s.grad_norm = Opt(e.has_grad_norm(), e.grad_norm());
+    s.grad_mean = Opt(e.has_grad_mean(), e.grad_mean());
+    s.grad_has_nan = e.grad_has_nan();
+    s.grad_all_zero = e.grad_all_zero();
+    s.grad_in_norm = Opt(e.has_grad_in_norm(), e.grad_in_norm());
+    s.grad_in_mean = Opt(e.has_grad_in_mean(), e.grad_in_mean());
+    s.grad_in_has_nan = e.grad_in_has_nan();
+    s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
+    s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());
+    LayerHistory& history = history_[static_cast<size_t>(id)];
+    const bool history_was_empty = history.points().empty();
+    const uint64_t thinnings = history.thinnings();
+    history.RecordBackward(e.step(), s.grad_norm, s.grad_has_nan, changes_);
+    TouchLayerLocked(id, history_was_empty, thinnings);
+    if (absl::Status st = aggregator_.AddBackward(id, s); !st.ok()) {
+      reject(e.layer_id());
+      continue;
+    }
+    ++out.accepted;
+  }
+  if (batch.has_nan_origin()) {
+    TraceMetadata m = aggregator_.metadata();
+    if (!m.nan_origin) {
+      m.nan_origin = FromProto(batch.nan_origin());
+      aggregator_.SetMetadata(std::move(m));
+    }
+  }
+  if (out.accepted > 0) newest_event_ = arrived;
+  events_ += out.accepted;
+  rejected_events_ += out.rejected;
+  received_this_run_ += out.accepted + out.rejected;
+  return out;
+}
+
+void Session::Heartbeat(const v1::Heartbeat& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  if (heartbeat.dropped_events() > client_dropped_) {
+    client_dropped_ = heartbeat.dropped_events();
+    ++changes_;
+  }
+}
+
+void Session::Finish(const v1::End& end, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  client_dropped_ = std::max(client_dropped_, end.dropped_events());
+  if (end.has_total_time_ms()) {
+    TraceMetadata m = aggregator_.metadata();
+    m.total_time_ms = end.total_time_ms();
+    aggregator_.SetMetadata(std::move(m));
+  }
+  if (end.hook_errors() > 0) {
+    TraceMetadata m = aggregator_.metadata();
+    SetExtra(m, "hook_errors", absl::StrCat(end.hook_errors()));
+    aggregator_.SetMetadata(std::move(m));
+  }
+  state_ = SessionState::kFinished;
+  ended_ = now;
+}
+
+void Session::Abort(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != SessionState::kLive) return;
+  ++changes_;
+  state_ = SessionState::kAborted;
+  ended_ = now;
+}
+
+void Session::Resume(const v1::Hello& hello, PeerCredentials peer) {
+  absl::MutexLock lock(&mu_);
+  ++changes_;
+  state_ = SessionState::kLive;
+  ended_ = absl::InfinitePast();
+  peer_ = peer;
+  client_dropped_ = std::max(client_dropped_, hello.dropped_events());
+  const uint64_t accounted = events_ + rejected_events_ + lost_events_;
+  if (hello.sent_events() > accounted) lost_events_ += hello.sent_events() - accounted;
+}
+
+SessionState Session::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+int32_t Session::peer_uid() const {
+  absl::MutexLock lock(&mu_);
+  return peer_.uid;
+}
+
+uint64_t Session::DroppedLocked() const { return client_dropped_ + lost_events_; }
+
+v1::SessionInfo Session::Info() const {
+  absl::MutexLock lock(&mu_);
+  return InfoLocked();
+}
+
+v1::SessionInfo Session::InfoLocked() const {
+  v1::SessionInfo info;
+  info.set_session_id(id_);
+  switch (state_) {
+    case SessionState::kLive:
+      info.set_state(v1::SESSION_STATE_LIVE);
+      break;
+    case SessionState::kFinished:
+      info.set_state(v1::SESSION_STATE_FINISHED);
+      break;
+    case SessionState::kAborted:
+      info.set_state(v1::SESSION_STATE_ABORTED);
+      break;
+  }
+  *info.mutable_identity() = identity_;
+  info.set_started_unix_ns(absl::ToUnixNanos(started_));
+  info.set_ended_unix_ns(state_ == SessionState::kLive ? 0 : absl::ToUnixNanos(ended_));
+  info.set_events(events_);
+  info.set_dropped_events(DroppedLocked());
+  info.set_rejected_events(rejected_events_);
+  info.set_peer_uid(peer_.uid);
+  info.set_peer_gid(peer_.gid);
+  info.set_peer_pid(peer_.pid);
+  return info;
+}
+
+v1::SessionIndexEntry Session::IndexEntry() const {
+  v1::SessionIndexEntry entry;
+  *entry.mutable_info() = Info();
+  absl::MutexLock lock(&mu_);
+  entry.set_client_dropped_events(client_dropped_);
+  entry.set_lost_events(lost_events_);
+  return entry;
+}
+
+TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.Snapshot()); }
+
+TraceRecord Session::RecordFromLocked(TraceRecord r) const {
+  if (restored_.has_value()) r = MergeRecords(restored_->record, r);
+  SetExtra(r.metadata, "dropped_events", absl::StrCat(DroppedLocked()));
+  std::string id_json;
+  AppendJsonString(id_, &id_json);
+  SetExtra(r.metadata, "session_id", std::move(id_json));
+  absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(r, thresholds_);
+  if (anomalies.ok()) r.warnings = *std::move(anomalies);
+  return r;
+}
+
+TraceRecord Session::Record() const {
+  absl::MutexLock lock(&mu_);
+  return RecordLocked();
+}
+
+v1::Snapshot Session::ToSnapshot() const {
+  v1::Snapshot snap;
+  absl::MutexLock lock(&mu_);
+  SnapshotLocked(&snap, nullptr);
+  return snap;
+}
+
+uint64_t Session::version() const {
+  absl::MutexLock lock(&mu_);
+  return changes_;
+}
+
+absl::Time Session::newest_event() const {
+  absl::MutexLock lock(&mu_);
+  return newest_event_;
+}
+
+Session::WatchView Session::GetWatchView() const {
+  WatchView view;
+  absl::MutexLock lock(&mu_);
+  view.version = changes_;
+  view.newest_event = newest_event_;
+  view.state = state_;
+  SnapshotLocked(&view.snapshot, &view);
+  return view;
+}
+
+void Session::SnapshotLocked(v1::Snapshot* snap, WatchView* view) const {
+  *snap->mutable_session() = InfoLocked();
+  TraceRecord aggregated = aggregator_.Snapshot();
+  std::vector<std::string> history_order;  // The aggregator's layer order.
+  history_order.reserve(aggregated.layers.size());
+  for (const LayerTrace& l : aggregated.layers) history_order.push_back(l.full_name);
+  ToProto(RecordFromLocked(std::move(aggregated)), snap->mutable_record());
+  // History by full_name, in the aggregator's layer order where the layer has points.
+  absl::flat_hash_map<std::string_view, size_t> agg_by_name;
+  for (size_t wire = 0; wire < agg_ids_.size(); ++wire) {
+    if (agg_ids_[wire] >= 0) agg_by_name[wire_names_[wire]] = static_cast<size_t>(agg_ids_[wire]);
+  }
+  if (view != nullptr) {
+    absl::flat_hash_map<std::string_view, bool> restored_names;
+    if (restored_.has_value()) {
+      for (const LayerTrace& l : restored_->record.layers) restored_names[l.full_name] = true;
+    }
+    for (const v1::LayerTrace& l : snap->record().layers()) {
+      auto it = agg_by_name.find(l.full_name());
+      const bool known = it != agg_by_name.end() && it->second < layer_changed_.size();
+      view->layer_changed.push_back(known ? layer_changed_[it->second] : 0);
+      view->layer_born.push_back(
+          known && !restored_names.contains(l.full_name()) ? layer_born_[it->second] : 0);
+    }
+  }
+  for (const std::string& name : history_order) {
+    auto it = agg_by_name.find(name);
+    if (it == agg_by_name.end() || it->second >= history_.size()) continue;
+    const std::vector<HistoryPoint>& points = history_[it->second].points();
+    if (points.empty()) continue;
+    v1::LayerHistory* h = snap->add_history();
+    h->set_full_name(name);
+    const int n = static_cast<int>(points.size());
+    h->mutable_steps()->Reserve(n);
+    h->mutable_latency_ms()->Reserve(n);
+    h->mutable_output_std()->Reserve(n);
+    h->mutable_grad_norm()->Reserve(n);
+    h->mutable_non_finite()->Reserve(n);
+    for (const HistoryPoint& p : points) {
+      h->add_steps(p.step);
+      h->add_latency_ms(p.latency_ms);
+      h->add_output_std(p.output_std);
+      h->add_grad_norm(p.grad_norm);
+      h->add_non_finite(p.non_finite);
+    }
+    if (view != nullptr) {
+      view->history_changed.push_back(layer_changed_[it->second]);
+      view->history_born.push_back(history_born_[it->second]);
+      view->history_thinned.push_back(history_thinned_[it->second]);
+      view->history_thinned_before.push_back(history_thinned_before_[it->second]);
+      view->history_thin_boundary.push_back(history_[it->second].thin_boundary());
+      std::vector<uint64_t>& stamps = view->history_point_changed.emplace_back();
+      stamps.reserve(points.size());
+      for (const HistoryPoint& p : points) stamps.push_back(p.stamp);
+    }
+  }
+}
+
+absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force) {
+  absl::MutexLock write_lock(&write_mu_);
+  TraceRecord record;
+  uint64_t changes;
+  {
+    absl::MutexLock lock(&mu_);
+    changes = changes_;
+    if (!force && changes == written_changes_) return false;
+    record = RecordLocked();
+  }
+  if (absl::Status s = WriteTraceFile(path, record); !s.ok()) return s;
+  written_changes_ = changes;
+  return true;
+}
+
+}  // namespace tracetorch::daemon

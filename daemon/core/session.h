@@ -1,0 +1,196 @@
+// One traced process run as the daemon keeps it: the same aggregation and anomaly detection as the
+// agent's embedded mode (TraceAggregator, DetectAnomalies), a bounded per-step history per layer,
+// its state (live / finished / aborted) and counters. Plain C++: no sockets, fed decoded wire
+// messages by an IngestConnection (or a test).
+//
+// Memory: bounded by SessionLimits (declared layers, history points per layer), never by run
+// length.
+//
+// Thread-safe: the ingest connection mutates it while the snapshot writer and gRPC readers read.
+#ifndef TRACETORCH_DAEMON_CORE_SESSION_H_
+#define TRACETORCH_DAEMON_CORE_SESSION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/core/history.h"
+#include "trace/aggregator.h"
+#include "trace/anomaly.h"
+#include "trace/record.h"
+#include "tracetorch/v1/agent.pb.h"
+#include "tracetorch/v1/service.pb.h"
+
+namespace tracetorch::daemon {
+
+enum class SessionState { kLive, kFinished, kAborted };
+
+// The connecting process as the kernel reports it (SO_PEERCRED); -1 when unknown.
+struct PeerCredentials {
+  int32_t pid = -1;
+  int32_t uid = -1;
+  int32_t gid = -1;
+};
+
+struct SessionLimits {
+  size_t max_layers = 65536;   // Declared layers per session; wire ids must be below 4x this.
+  size_t history_steps = 256;  // History points per layer (>= 4).
+};
+
+// What AddBatch did with a batch.
+struct BatchOutcome {
+  uint64_t accepted = 0;
+  uint64_t rejected = 0;  // Events for undeclared layers.
+  absl::Status error;     // The first rejection's cause (InvalidArgument), OK when none.
+};
+
+class Session {
+ public:
+  // What the daemon persisted about a session, to continue it after a restart.
+  struct Restored {
+    TraceRecord record;
+    v1::SessionIndexEntry entry;
+  };
+
+  // `id` must already be safe as a file name (SessionManager makes it so).
+  Session(std::string id, const v1::Hello& hello, PeerCredentials peer, absl::Time started,
+          SessionLimits limits, Thresholds thresholds, std::optional<Restored> restored = {});
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& id() const { return id_; }
+
+  // Declares layers (matched by full_name on re-declaration). InvalidArgument for a wire id at or
+  // above 4 x max_layers, an id re-used for another layer, or a type conflict; ResourceExhausted
+  // when the session would exceed max_layers. Valid entries before the bad one are kept.
+  absl::Status DeclareLayers(const v1::LayerTable& table) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Feeds a batch to the aggregator and the history. Events for undeclared ids are rejected and
+  // counted; the rest are applied.
+  BatchOutcome AddBatch(const v1::EventBatch& batch) ABSL_LOCKS_EXCLUDED(mu_);
+
+  void Heartbeat(const v1::Heartbeat& heartbeat) ABSL_LOCKS_EXCLUDED(mu_);
+  // End received: state finished.
+  void Finish(const v1::End& end, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Connection lost without End: state aborted (a finished session stays finished).
+  void Abort(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // A reconnect with resume_session_id: live again; events the agent wrote to earlier
+  // connections that never arrived (hello.sent_events minus what was received) count as dropped.
+  // The agent re-sends its layer table next.
+  void Resume(const v1::Hello& hello, PeerCredentials peer) ABSL_LOCKS_EXCLUDED(mu_);
+
+  SessionState state() const ABSL_LOCKS_EXCLUDED(mu_);
+  int32_t peer_uid() const ABSL_LOCKS_EXCLUDED(mu_);
+  v1::SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
+  v1::SessionIndexEntry IndexEntry() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The trace so far: aggregated layers (merged with the restored record, if any), anomalies,
+  // metadata from the agent's identity plus "dropped_events" and "session_id" in metadata.extra.
+  TraceRecord Record() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Info + Record + per-layer history.
+  v1::Snapshot ToSnapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For live viewers (daemon/core/watch_hub.h). Every mutation bumps a version; each layer
+  // remembers the version of its first and of its latest accepted event, so that a viewer holding
+  // the state of version V needs only the layers (and history entries) changed after V.
+  struct WatchView {
+    uint64_t version = 0;
+    // When the newest accepted event batch reached this session (daemon clock); InfinitePast when
+    // none did yet.
+    absl::Time newest_event = absl::InfinitePast();
+    SessionState state = SessionState::kLive;
+    v1::Snapshot snapshot;  // As ToSnapshot(), taken at `version`.
+    // Parallel to snapshot.record().layers() and snapshot.history(): the version of the entry's
+    // latest change and of its first appearance (0: it was restored from disk / never changed).
+    std::vector<uint64_t> layer_changed;
+    std::vector<uint64_t> layer_born;
+    std::vector<uint64_t> history_changed;
+    std::vector<uint64_t> history_born;
+    // Also parallel to snapshot.history(): the version of the layer's latest history thinning (0:
+    // never; a viewer's copy older than that cannot be continued), and the version of each
+    // point's latest change (HistoryPoint::stamp; parallel to the entry's steps).
+    std::vector<uint64_t> history_thinned;
+    // Also parallel: the version of the thinning before the latest (0: none; a viewer's copy newer
+    // than it and older than history_thinned missed exactly one thinning), and the latest
+    // thinning's boundary step (LayerHistory::thin_boundary; 0: never thinned).
+    std::vector<uint64_t> history_thinned_before;
+    std::vector<uint64_t> history_thin_boundary;
+    std::vector<std::vector<uint64_t>> history_point_changed;
+  };
+  // The current version: cheap (one lock, no copy).
+  uint64_t version() const ABSL_LOCKS_EXCLUDED(mu_);
+  // WatchView::newest_event without the snapshot.
+  absl::Time newest_event() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A consistent snapshot with its versions, taken under one lock.
+  WatchView GetWatchView() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Writes Record() to `path` (WriteTraceFile, atomic) unless nothing changed since the last
+  // successful write (or `force`). Returns whether a file was written. Serialised per session.
+  absl::StatusOr<bool> WriteSnapshot(const std::string& path, bool force)
+      ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+
+ private:
+  TraceRecord RecordLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // RecordLocked() from an aggregator snapshot already taken.
+  TraceRecord RecordFromLocked(TraceRecord aggregated) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  v1::SessionInfo InfoLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Fills `snap` (ToSnapshot) and, when given, the versions of `view`.
+  void SnapshotLocked(v1::Snapshot* snap, WatchView* view) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Records that aggregator layer `id` changed (or first appeared) at the current version.
+  // `thinnings_before`: the layer's LayerHistory::thinnings() before the event was recorded.
+  void TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thinnings_before)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t DroppedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const std::string id_;
+  const absl::Time started_;
+  const SessionLimits limits_;
+  const Thresholds thresholds_;
+  const std::optional<Restored> restored_;
+  TraceAggregator aggregator_;  // Thread-safe itself; written only under mu_.
+
+  mutable absl::Mutex mu_;
+  v1::ProcessIdentity identity_ ABSL_GUARDED_BY(mu_);
+  PeerCredentials peer_ ABSL_GUARDED_BY(mu_);
+  SessionState state_ ABSL_GUARDED_BY(mu_) = SessionState::kLive;
+  absl::Time ended_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::vector<int32_t> agg_ids_ ABSL_GUARDED_BY(mu_);  // Wire id -> aggregator id, -1 = none.
+  std::vector<std::string> wire_names_ ABSL_GUARDED_BY(mu_);  // Wire id -> full_name.
+  std::vector<LayerHistory> history_ ABSL_GUARDED_BY(mu_);    // By aggregator id.
+  // Scratch for AddBatch, by aggregator id: index of the layer's last forward event in the batch
+  // being added (only that one's tensors are converted; the record keeps the latest tensors).
+  std::vector<int> last_forward_in_batch_ ABSL_GUARDED_BY(mu_);
+  uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;             // Accepted (including restored).
+  uint64_t rejected_events_ ABSL_GUARDED_BY(mu_) = 0;    // Including restored.
+  uint64_t client_dropped_ ABSL_GUARDED_BY(mu_) = 0;     // Latest (monotonic) agent count.
+  uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;        // In flight across reconnects.
+  uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;  // Since the restore (gap accounting).
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;            // The version (WatchView).
+  absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // By aggregator id, for WatchView: versions of the latest and first accepted event, and of the
+  // first history point (0 = none yet), and of the latest history thinning (0 = never).
+  std::vector<uint64_t> layer_changed_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> layer_born_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> history_born_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> history_thinned_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> history_thinned_before_ ABSL_GUARDED_BY(mu_);  // The thinning before.
+
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  uint64_t written_changes_ ABSL_GUARDED_BY(write_mu_) = ~0ull;
+};
+
+// Merges a record restored from disk (`before`) with what was aggregated since (`after`): counts
+// add, min/max combine, means are weighted by counts, latest values come from `after` where it has
+// them, sticky flags OR. Layer order: `before`'s, then layers new in `after`.
+TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after);
+
+std::string_view ToString(SessionState state);
+
+}  // namespace tracetorch::daemon
+
+#endif  // TRACETORCH_DAEMON_CORE_SESSION_H_

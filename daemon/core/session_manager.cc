@@ -1,0 +1,396 @@
+#include "daemon/core/session_manager.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "protocol/record_proto.h"
+#include "spdlog/spdlog.h"
+#include "trace/atomic_file.h"
+#include "trace/json.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+bool IsSafeId(std::string_view id) {
+  if (id.empty() || id.size() > 200) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string MakeSessionId(int64_t start_unix_ns, std::string_view host, int32_t pid,
+                          uint64_t counter) {
+  std::string safe_host;
+  for (char c : host.substr(0, 32)) {
+    const bool keep =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    safe_host.push_back(keep ? c : '_');
+  }
+  if (safe_host.empty()) safe_host = "host";
+  const std::string time =
+      absl::FormatTime("%Y%m%dT%H%M%SZ", absl::FromUnixNanos(start_unix_ns), absl::UTCTimeZone());
+  return absl::StrCat(time, "-", safe_host, "-", pid < 0 ? 0 : pid, "-", counter);
+}
+
+absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(
+    SessionManagerOptions options, DaemonCounters* counters, Clock clock) {
+  if (absl::Status s = options.thresholds.Validate(); !s.ok()) return s;
+  if (options.max_live_sessions == 0 || options.session_limits.max_layers == 0 ||
+      options.max_index_entries == 0) {
+    return absl::InvalidArgumentError(
+        "max live sessions, max layers per session and max index entries must be positive");
+  }
+  if (options.session_limits.history_steps < 4) {
+    return absl::InvalidArgumentError("history steps per layer must be at least 4");
+  }
+  if (!options.data_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(options.data_dir) / "sessions", ec);
+    if (ec) {
+      return absl::Status(ec == std::errc::permission_denied ? absl::StatusCode::kPermissionDenied
+                                                             : absl::StatusCode::kInternal,
+                          absl::StrCat("cannot create data directory ", options.data_dir,
+                                       "/sessions: ", ec.message()));
+    }
+  }
+  std::unique_ptr<SessionManager> m(
+      new SessionManager(std::move(options), counters, std::move(clock)));
+  if (absl::Status s = m->LoadIndex(); !s.ok()) return s;
+  return m;
+}
+
+SessionManager::SessionManager(SessionManagerOptions options, DaemonCounters* counters, Clock clock)
+    : options_(std::move(options)), counters_(counters), clock_(std::move(clock)) {}
+
+std::string SessionManager::SnapshotPath(std::string_view id) const {
+  if (options_.data_dir.empty()) return "";
+  return absl::StrCat(options_.data_dir, "/sessions/", std::string(id), ".json");
+}
+
+absl::Status SessionManager::LoadIndex() {
+  if (options_.data_dir.empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat(options_.data_dir, "/index.json");
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (text.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  if (!text.ok()) return text.status();
+  v1::SessionIndex index;
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = true;
+  if (auto s = google::protobuf::util::JsonStringToMessage(*text, &index, parse); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a tracetorchd session index: ", s.message().as_string()));
+  }
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_();
+  for (v1::SessionIndexEntry& e : *index.mutable_sessions()) {
+    const std::string id = e.info().session_id();
+    if (!IsSafeId(id) || entries_.contains(id)) {
+      spdlog::warn("index {}: skipping entry with invalid or duplicate session id", path);
+      continue;
+    }
+    if (e.info().state() == v1::SESSION_STATE_LIVE) {
+      // The previous daemon died with it live; its agent may still resume it.
+      e.mutable_info()->set_state(v1::SESSION_STATE_ABORTED);
+      e.mutable_info()->set_ended_unix_ns(absl::ToUnixNanos(now));
+    }
+    Entry entry;
+    entry.started = absl::FromUnixNanos(e.info().started_unix_ns());
+    entry.index = std::move(e);
+    entries_.emplace(id, std::move(entry));
+    order_.push_back(id);
+  }
+  next_counter_ = entries_.size() + 1;
+  spdlog::info("loaded {} sessions from {}", entries_.size(), path);
+  return absl::OkStatus();
+}
+
+std::string SessionManager::NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started) {
+  while (true) {
+    std::string id =
+        MakeSessionId(absl::ToUnixNanos(started), identity.host(), identity.pid(), next_counter_++);
+    if (!entries_.contains(id)) return id;
+  }
+}
+
+absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hello,
+                                                            const PeerCredentials& peer) {
+  if (hello.protocol_version() != v1::PROTOCOL_VERSION_1) {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported protocol version ",
+                                                   static_cast<int>(hello.protocol_version()),
+                                                   "; this tracetorchd speaks version 1"));
+  }
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_();
+
+  if (const std::string& resume = hello.resume_session_id(); !resume.empty()) {
+    auto it = entries_.find(resume);
+    if (it != entries_.end()) {
+      Entry& e = it->second;
+      const bool finished = e.session != nullptr
+                                ? e.session->state() == SessionState::kFinished
+                                : e.index.info().state() == v1::SESSION_STATE_FINISHED;
+      if (!finished) {
+        const int32_t owner =
+            e.session != nullptr ? e.session->peer_uid() : e.index.info().peer_uid();
+        if (owner != peer.uid) {
+          return absl::PermissionDeniedError(absl::StrCat("session ", resume, " belongs to uid ",
+                                                          owner, "; uid ", peer.uid,
+                                                          " cannot resume it"));
+        }
+        if (e.session != nullptr) {
+          e.session->Resume(hello, peer);
+        } else {
+          Session::Restored restored;
+          restored.entry = e.index;
+          absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(resume));
+          if (record.ok()) {
+            restored.record = *std::move(record);
+          } else if (!options_.data_dir.empty()) {
+            spdlog::warn("resuming session {} without its earlier snapshot: {}", resume,
+                         record.status().ToString());
+          }
+          e.session =
+              std::make_shared<Session>(resume, hello, peer, e.started, options_.session_limits,
+                                        options_.thresholds, std::move(restored));
+        }
+        e.attachment = next_attachment_++;
+        index_dirty_ = true;
+        return Opened{e.session, true, e.attachment};
+      }
+    }
+  }
+
+  size_t live = 0;
+  for (const auto& [id, e] : entries_) {
+    if (e.session != nullptr && e.session->state() == SessionState::kLive) ++live;
+  }
+  if (live >= options_.max_live_sessions) {
+    Bump(counters_->limit_hits);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tracetorchd holds ", live, " live sessions, its limit (--max-live-sessions)"));
+  }
+  Entry e;
+  e.started = now;
+  const std::string id = NewIdLocked(hello.identity(), now);
+  e.session =
+      std::make_shared<Session>(id, hello, peer, now, options_.session_limits, options_.thresholds);
+  e.attachment = next_attachment_++;
+  e.index = e.session->IndexEntry();
+  Opened opened{e.session, false, e.attachment};
+  entries_.emplace(id, std::move(e));
+  order_.push_back(id);
+  index_dirty_ = true;
+  EvictLocked();
+  return opened;
+}
+
+void SessionManager::Release(const std::shared_ptr<Session>& session, uint64_t attachment,
+                             bool ended) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(session->id());
+    if (it == entries_.end() || it->second.attachment != attachment) return;  // Stale.
+    it->second.attachment = 0;
+    if (!ended) session->Abort(clock_());
+  }
+  WriteSession(session, /*force=*/true);
+  {
+    absl::MutexLock lock(&mu_);
+    EvictLocked();
+  }
+  WriteIndex();
+}
+
+void SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool force) {
+  if (!options_.data_dir.empty()) {
+    absl::StatusOr<bool> written = session->WriteSnapshot(SnapshotPath(session->id()), force);
+    if (!written.ok()) {
+      Bump(counters_->snapshot_errors);
+      spdlog::error("snapshot of session {} failed: {}", session->id(),
+                    written.status().ToString());
+    } else if (*written) {
+      Bump(counters_->snapshots_written);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(session->id());
+  if (it != entries_.end()) {
+    it->second.index = session->IndexEntry();
+    index_dirty_ = true;
+  }
+}
+
+void SessionManager::EvictLocked() {
+  size_t in_memory = 0;
+  for (const auto& [id, e] : entries_) in_memory += e.session != nullptr ? 1 : 0;
+  for (size_t i = 0; i < order_.size() && in_memory > options_.max_sessions_in_memory; ++i) {
+    Entry& e = entries_[order_[i]];
+    if (e.session == nullptr || e.attachment != 0 || e.session->state() == SessionState::kLive) {
+      continue;
+    }
+    e.index = e.session->IndexEntry();
+    e.session.reset();
+    --in_memory;
+    Bump(counters_->sessions_evicted);
+    index_dirty_ = true;
+  }
+  // The index itself is bounded: forget the oldest ended sessions (their files stay on disk).
+  while (order_.size() > options_.max_index_entries) {
+    auto victim = std::find_if(order_.begin(), order_.end(), [&](const std::string& id) {
+      const Entry& e = entries_[id];
+      return e.attachment == 0 &&
+             (e.session == nullptr || e.session->state() != SessionState::kLive);
+    });
+    if (victim == order_.end()) break;
+    Bump(counters_->limit_hits);
+    entries_.erase(*victim);
+    order_.erase(victim);
+    index_dirty_ = true;
+  }
+}
+
+void SessionManager::WriteIndex() {
+  if (options_.data_dir.empty()) return;
+  absl::MutexLock index_lock(&index_mu_);
+  v1::SessionIndex index;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!index_dirty_) return;
+    index_dirty_ = false;
+    for (const std::string& id : order_) {
+      const Entry& e = entries_.at(id);
+      *index.add_sessions() = e.session != nullptr ? e.session->IndexEntry() : e.index;
+    }
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.add_whitespace = true;
+  print.preserve_proto_field_names = true;
+  if (auto s = google::protobuf::util::MessageToJsonString(index, &json, print); !s.ok()) {
+    Bump(counters_->snapshot_errors);
+    spdlog::error("cannot encode the session index: {}", s.message().as_string());
+    return;
+  }
+  if (absl::Status s = WriteFileAtomic(absl::StrCat(options_.data_dir, "/index.json"), json);
+      !s.ok()) {
+    Bump(counters_->snapshot_errors);
+    spdlog::error("cannot write the session index: {}", s.ToString());
+    absl::MutexLock lock(&mu_);
+    index_dirty_ = true;
+  }
+}
+
+std::vector<v1::SessionInfo> SessionManager::List(std::string_view job_id) const {
+  std::vector<v1::SessionInfo> out;
+  absl::MutexLock lock(&mu_);
+  for (const std::string& id : order_) {
+    const Entry& e = entries_.at(id);
+    v1::SessionInfo info = e.session != nullptr ? e.session->Info() : e.index.info();
+    if (!job_id.empty() && info.identity().job_id() != job_id) continue;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Snapshot> SessionManager::GetSnapshot(std::string_view ref) const {
+  std::shared_ptr<Session> session;
+  v1::SessionInfo info;
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ref == "latest") {
+      if (order_.empty()) return absl::NotFoundError("tracetorchd has no sessions yet");
+      id = order_.back();
+    } else {
+      id = std::string(ref);
+    }
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+      return absl::NotFoundError(absl::StrCat("no session \"", std::string(ref), "\""));
+    }
+    session = it->second.session;
+    info = it->second.index.info();
+  }
+  if (session != nullptr) return session->ToSnapshot();
+  absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(id));
+  if (!record.ok()) {
+    return absl::Status(
+        record.status().code() == absl::StatusCode::kNotFound ? absl::StatusCode::kNotFound
+                                                              : absl::StatusCode::kInternal,
+        absl::StrCat("snapshot of session ", id, " unreadable: ", record.status().message()));
+  }
+  v1::Snapshot snap;
+  *snap.mutable_session() = info;
+  ToProto(*record, snap.mutable_record());
+  return snap;
+}
+
+absl::StatusOr<SessionManager::Found> SessionManager::Find(std::string_view ref) const {
+  absl::MutexLock lock(&mu_);
+  Found found;
+  if (ref == "latest") {
+    if (order_.empty()) return absl::NotFoundError("tracetorchd has no sessions yet");
+    found.id = order_.back();
+  } else {
+    found.id = std::string(ref);
+  }
+  auto it = entries_.find(found.id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("no session \"", std::string(ref), "\""));
+  }
+  found.session = it->second.session;
+  return found;
+}
+
+void SessionManager::WriteDueSnapshots() {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, e] : entries_) {
+      if (e.session != nullptr) sessions.push_back(e.session);
+    }
+  }
+  for (const auto& s : sessions) WriteSession(s, /*force=*/false);
+  WriteIndex();
+}
+
+void SessionManager::Shutdown() {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_();
+    for (auto& [id, e] : entries_) {
+      if (e.session == nullptr) continue;
+      e.session->Abort(now);  // Only live ones change.
+      e.attachment = 0;
+      sessions.push_back(e.session);
+    }
+    index_dirty_ = true;
+  }
+  for (const auto& s : sessions) WriteSession(s, /*force=*/false);
+  WriteIndex();
+}
+
+SessionManager::Totals SessionManager::totals() const {
+  Totals t;
+  absl::MutexLock lock(&mu_);
+  t.known = entries_.size();
+  for (const auto& [id, e] : entries_) {
+    if (e.session == nullptr) continue;
+    ++t.in_memory;
+    if (e.session->state() == SessionState::kLive) ++t.live;
+    t.dropped_events += e.session->Info().dropped_events();
+  }
+  return t;
+}
+
+}  // namespace tracetorch::daemon

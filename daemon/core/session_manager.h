@@ -1,0 +1,152 @@
+// All sessions the daemon knows: live ones in memory, ended ones in memory until evicted, and every
+// session in the on-disk index (DATA_DIR/index.json) with its final snapshot
+// (DATA_DIR/sessions/<id>.json, the core JSON layout). Plain C++ with no transport: the ingest
+// server and the gRPC service are thin adapters over it.
+//
+// Session ids are made by the daemon, never taken from a client string:
+//   "<start time, UTC, YYYYMMDDTHHMMSSZ>-<host, [A-Za-z0-9-] kept, else '_', <= 32
+//   chars>-<pid>-<n>"
+// so an id is always a safe file name ("../../etc/x" as host becomes "______etc_x").
+//
+// Limits (each hit is counted in DaemonCounters::limit_hits and answered with ResourceExhausted):
+// live sessions, sessions held in memory (ended ones beyond it are evicted; they stay listed and
+// readable from disk), index entries (oldest dropped from the index), and the per-session limits.
+//
+// Thread-safe.
+#ifndef TRACETORCH_DAEMON_CORE_SESSION_MANAGER_H_
+#define TRACETORCH_DAEMON_CORE_SESSION_MANAGER_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/core/counters.h"
+#include "daemon/core/session.h"
+#include "tracetorch/v1/agent.pb.h"
+#include "tracetorch/v1/service.pb.h"
+
+namespace tracetorch::daemon {
+
+struct SessionManagerOptions {
+  std::string data_dir;  // Empty: nothing is persisted (tests).
+  size_t max_live_sessions = 1024;
+  size_t max_sessions_in_memory = 256;  // Live ones always stay; ended ones are evicted first.
+  size_t max_index_entries = 10000;
+  SessionLimits session_limits;
+  Thresholds thresholds;
+};
+
+// Makes a session id (see above). `counter` disambiguates.
+std::string MakeSessionId(int64_t start_unix_ns, std::string_view host, int32_t pid,
+                          uint64_t counter);
+
+class SessionManager {
+ public:
+  using Clock = std::function<absl::Time()>;
+
+  // Creates DATA_DIR/sessions and loads DATA_DIR/index.json when present; sessions the index
+  // lists as live (the daemon died) become aborted. InvalidArgument for invalid thresholds or
+  // limits, Internal/PermissionDenied when the data directory cannot be created, InvalidArgument
+  // when the index does not parse (the message names the file).
+  static absl::StatusOr<std::unique_ptr<SessionManager>> Create(SessionManagerOptions options,
+                                                                DaemonCounters* counters,
+                                                                Clock clock = absl::Now);
+
+  struct Opened {
+    std::shared_ptr<Session> session;
+    bool resumed = false;
+    uint64_t attachment = 0;  // Pass back to Release().
+  };
+
+  // Starts a session for a Hello, or resumes the one named by hello.resume_session_id (in memory,
+  // or from the index after a daemon restart) when it is not finished and the peer has the same
+  // uid; an unknown or finished id starts a new session. InvalidArgument for an unsupported
+  // protocol version; ResourceExhausted at the live-session limit; PermissionDenied when another
+  // uid tries to resume a session.
+  absl::StatusOr<Opened> Open(const v1::Hello& hello, const PeerCredentials& peer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The connection that opened `attachment` is gone. Without `ended` (no End received) a live
+  // session becomes aborted. Either way its snapshot is written now (aborted sessions: before this
+  // returns) and the index updated. A stale attachment (the agent already reconnected) is ignored.
+  void Release(const std::shared_ptr<Session>& session, uint64_t attachment, bool ended)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Sessions, oldest first; only `job_id`'s when non-empty.
+  std::vector<v1::SessionInfo> List(std::string_view job_id = "") const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A session's snapshot by id or "latest" (most recently started). Sessions no longer in memory
+  // are read from their snapshot file (no history). NotFound for an unknown id.
+  absl::StatusOr<v1::Snapshot> GetSnapshot(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // What `ref` (an id or "latest") resolves to now: the session id and, while the session is in
+  // memory, the Session itself (null once evicted: read it with GetSnapshot). NotFound as for
+  // GetSnapshot. For live viewers (daemon/core/watch_hub.h).
+  struct Found {
+    std::string id;
+    std::shared_ptr<Session> session;
+  };
+  absl::StatusOr<Found> Find(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Writes the snapshot of every in-memory session that changed since its last write, then the
+  // index if anything changed. Called every snapshot interval.
+  void WriteDueSnapshots() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Final snapshots: live sessions become aborted (a restarted daemon resumes them), every
+  // in-memory session is written, then the index.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  struct Totals {
+    uint64_t live = 0;
+    uint64_t in_memory = 0;
+    uint64_t known = 0;
+    uint64_t dropped_events = 0;  // Over the sessions in memory.
+  };
+  Totals totals() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The snapshot path of a session id (DATA_DIR/sessions/<id>.json); empty without a data dir.
+  std::string SnapshotPath(std::string_view id) const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<Session> session;  // Null once evicted.
+    v1::SessionIndexEntry index;       // Refreshed when the session is written or evicted.
+    uint64_t attachment = 0;           // Current attachment; 0 = none.
+    absl::Time started;
+  };
+
+  SessionManager(SessionManagerOptions options, DaemonCounters* counters, Clock clock);
+  absl::Status LoadIndex();
+  void WriteSession(const std::shared_ptr<Session>& session, bool force);
+  void WriteIndex() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SessionManagerOptions options_;
+  DaemonCounters* const counters_;
+  const Clock clock_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // By start, oldest first.
+  uint64_t next_counter_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_attachment_ ABSL_GUARDED_BY(mu_) = 1;
+  bool index_dirty_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex index_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // Serialises index writes.
+};
+
+}  // namespace tracetorch::daemon
+
+#endif  // TRACETORCH_DAEMON_CORE_SESSION_MANAGER_H_

@@ -1,0 +1,250 @@
+#include "daemon/core/session_manager.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/testing/test_util.h"
+#include "gtest/gtest.h"
+#include "trace/atomic_file.h"
+#include "trace/json.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+using test_util::TempDir;
+
+v1::Hello MakeHello(const std::string& host = "box", int pid = 10) {
+  v1::Hello h;
+  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  h.mutable_identity()->set_pid(pid);
+  h.mutable_identity()->set_host(host);
+  h.mutable_identity()->set_job_id("job-a");
+  return h;
+}
+
+void Feed(Session& s, int events) {
+  v1::LayerTable t;
+  t.add_layers()->set_id(0);
+  t.mutable_layers(0)->set_full_name("fc");
+  t.mutable_layers(0)->set_type("Linear");
+  ASSERT_TRUE(s.DeclareLayers(t).ok());
+  v1::EventBatch b;
+  for (int i = 0; i < events; ++i) {
+    v1::ForwardEvent* e = b.add_forward();
+    e->set_layer_id(0);
+    e->set_step(static_cast<uint64_t>(i));
+    e->set_latency_ms(1.0 + i);
+  }
+  s.AddBatch(b);
+}
+
+TEST(MakeSessionId, IsAlwaysASafeFileName) {
+  const std::string id = MakeSessionId(0, "../../etc/x", 42, 7);
+  EXPECT_EQ(id, "19700101T000000Z-______etc_x-42-7");
+  EXPECT_FALSE(absl::StrContains(id, "/"));
+  EXPECT_FALSE(absl::StrContains(id, ".."));
+  EXPECT_EQ(MakeSessionId(0, "", -1, 1), "19700101T000000Z-host-0-1");
+  EXPECT_EQ(MakeSessionId(0, std::string(100, 'a'), 1, 1).size(),
+            std::string("19700101T000000Z--1-1").size() + 32);
+}
+
+TEST(SessionManager, OpenListSnapshotAndAbort) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto opened = (*m)->Open(MakeHello("../../etc/x"), {5, static_cast<int32_t>(getuid()), 0});
+  ASSERT_TRUE(opened.ok());
+  EXPECT_FALSE(opened->resumed);
+  const std::string id = opened->session->id();
+  EXPECT_TRUE(absl::StrContains(id, "______etc_x-10-"));
+  Feed(*opened->session, 3);
+
+  auto list = (*m)->List();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].state(), v1::SESSION_STATE_LIVE);
+  EXPECT_EQ(list[0].events(), 3u);
+  EXPECT_EQ((*m)->List("other-job").size(), 0u);
+  EXPECT_EQ((*m)->List("job-a").size(), 1u);
+
+  auto snap = (*m)->GetSnapshot("latest");
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->session().session_id(), id);
+  ASSERT_EQ(snap->record().layers_size(), 1);
+  EXPECT_EQ(snap->record().layers(0).forward_count(), 3);
+  EXPECT_EQ((*m)->GetSnapshot("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*m)->GetSnapshot("../../etc/passwd").status().code(), absl::StatusCode::kNotFound);
+
+  // The connection goes away without End: aborted, and its snapshot is on disk when Release
+  // returns.
+  (*m)->Release(opened->session, opened->attachment, /*ended=*/false);
+  EXPECT_EQ(opened->session->state(), SessionState::kAborted);
+  absl::StatusOr<TraceRecord> on_disk = ReadTraceFile((*m)->SnapshotPath(id));
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status();
+  ASSERT_EQ(on_disk->layers.size(), 1u);
+  EXPECT_EQ(on_disk->layers[0].forward_count, 3);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/index.json"));
+  EXPECT_GE(counters.snapshots_written.load(), 1u);
+}
+
+TEST(SessionManager, RejectsUnknownProtocolVersion) {
+  DaemonCounters counters;
+  auto m = SessionManager::Create({}, &counters);
+  ASSERT_TRUE(m.ok());
+  v1::Hello h = MakeHello();
+  h.set_protocol_version(static_cast<v1::ProtocolVersion>(7));
+  EXPECT_EQ((*m)->Open(h, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  h.set_protocol_version(v1::PROTOCOL_VERSION_UNSPECIFIED);
+  EXPECT_EQ((*m)->Open(h, {}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SessionManager, LiveSessionLimit) {
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.max_live_sessions = 2;
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok());
+  auto a = (*m)->Open(MakeHello(), {});
+  auto b = (*m)->Open(MakeHello(), {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->session->id(), b->session->id());
+  auto c = (*m)->Open(MakeHello(), {});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(counters.limit_hits.load(), 1u);
+  a->session->Finish(v1::End(), absl::Now());
+  (*m)->Release(a->session, a->attachment, /*ended=*/true);
+  EXPECT_TRUE((*m)->Open(MakeHello(), {}).ok());
+}
+
+TEST(SessionManager, EvictsEndedSessionsToDiskAndStillServesThem) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  o.max_sessions_in_memory = 1;
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok());
+  auto a = (*m)->Open(MakeHello("a"), {});
+  ASSERT_TRUE(a.ok());
+  Feed(*a->session, 2);
+  v1::End end;
+  a->session->Finish(end, absl::Now());
+  (*m)->Release(a->session, a->attachment, /*ended=*/true);
+  auto b = (*m)->Open(MakeHello("b"), {});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(counters.sessions_evicted.load(), 1u);
+  EXPECT_EQ((*m)->totals().in_memory, 1u);
+  auto list = (*m)->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].state(), v1::SESSION_STATE_FINISHED);
+  auto snap = (*m)->GetSnapshot(a->session->id());
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->record().layers(0).forward_count(), 2);
+  EXPECT_EQ(snap->history_size(), 0);  // History lives in memory only.
+}
+
+TEST(SessionManager, RestartListsPastSessionsAndResumesALiveOne) {
+  TempDir dir{"tracetorchd_sm"};
+  std::string id;
+  {
+    DaemonCounters counters;
+    SessionManagerOptions o;
+    o.data_dir = dir.path();
+    auto m = SessionManager::Create(o, &counters);
+    ASSERT_TRUE(m.ok());
+    auto a = (*m)->Open(MakeHello(), {1, 1000, 1000});
+    ASSERT_TRUE(a.ok());
+    id = a->session->id();
+    Feed(*a->session, 4);
+    (*m)->Shutdown();  // Daemon stops while the agent is still running.
+  }
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto list = (*m)->List();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].session_id(), id);
+  EXPECT_EQ(list[0].state(), v1::SESSION_STATE_ABORTED);
+
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(id);
+  resume.set_sent_events(10);  // 4 arrived before the restart; 6 were lost in flight.
+  EXPECT_EQ((*m)->Open(resume, {1, 2000, 2000}).status().code(),
+            absl::StatusCode::kPermissionDenied);  // Another uid.
+  auto r = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->resumed);
+  EXPECT_EQ(r->session->id(), id);
+  Feed(*r->session, 2);
+  const v1::SessionInfo info = r->session->Info();
+  EXPECT_EQ(info.state(), v1::SESSION_STATE_LIVE);
+  EXPECT_EQ(info.events(), 6u);
+  EXPECT_EQ(info.dropped_events(), 6u);
+  const TraceRecord rec = r->session->Record();
+  ASSERT_EQ(rec.layers.size(), 1u);
+  EXPECT_EQ(rec.layers[0].forward_count, 6);  // 4 from before the restart + 2.
+  EXPECT_EQ(rec.layers[0].latency_ms_max, 4.0);
+}
+
+TEST(SessionManager, StaleAttachmentDoesNotAbortAResumedSession) {
+  DaemonCounters counters;
+  auto m = SessionManager::Create({}, &counters);
+  ASSERT_TRUE(m.ok());
+  auto a = (*m)->Open(MakeHello(), {});
+  ASSERT_TRUE(a.ok());
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(a->session->id());
+  auto b = (*m)->Open(resume, {});  // The agent reconnected before the old socket was noticed.
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->resumed);
+  (*m)->Release(a->session, a->attachment, /*ended=*/false);
+  EXPECT_EQ(b->session->state(), SessionState::kLive);
+}
+
+TEST(SessionManager, FinishedSessionIsNotResumed) {
+  DaemonCounters counters;
+  auto m = SessionManager::Create({}, &counters);
+  ASSERT_TRUE(m.ok());
+  auto a = (*m)->Open(MakeHello(), {});
+  a->session->Finish(v1::End(), absl::Now());
+  (*m)->Release(a->session, a->attachment, true);
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(a->session->id());
+  auto b = (*m)->Open(resume, {});
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->resumed);
+  EXPECT_NE(b->session->id(), a->session->id());
+}
+
+TEST(SessionManager, BadIndexIsAClearError) {
+  TempDir dir{"tracetorchd_sm"};
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/index.json", "{not json").ok());
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "index.json"));
+}
+
+TEST(SessionManager, InvalidOptions) {
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.thresholds.variance_spike_ratio = 0.5;
+  EXPECT_EQ(SessionManager::Create(o, &counters).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  SessionManagerOptions p;
+  p.session_limits.history_steps = 1;
+  EXPECT_EQ(SessionManager::Create(p, &counters).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tracetorch::daemon

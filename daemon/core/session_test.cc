@@ -1,0 +1,246 @@
+#include "daemon/core/session.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "protocol/codes.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+v1::Hello MakeHello() {
+  v1::Hello h;
+  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  h.mutable_identity()->set_pid(77);
+  h.mutable_identity()->set_host("box");
+  h.mutable_identity()->set_model_name("Net");
+  h.mutable_identity()->set_torch_version("1.13.1");
+  return h;
+}
+
+v1::LayerTable Table() {
+  v1::LayerTable t;
+  auto add = [&](uint32_t id, const char* name, const char* type, const char* full, int depth) {
+    v1::LayerDecl* d = t.add_layers();
+    d->set_id(id);
+    d->set_name(name);
+    d->set_type(type);
+    d->set_full_name(full);
+    d->set_depth(depth);
+    d->set_params(10 * id);
+  };
+  add(0, "fc1", "Linear", "net.fc1", 2);
+  add(1, "relu", "ReLU", "net.relu", 2);
+  add(2, "net", "Net", "net", 1);
+  return t;
+}
+
+TensorInfo Tensor(double mean, double std, int64_t nans) {
+  return TensorInfo{{8, 4}, "torch.float32", "cpu", TensorStats{mean, std, -1.0, 1.0, nans, 0}};
+}
+
+void ToWire(const TensorInfo& t, v1::TensorEvent* out) {
+  for (int64_t d : t.shape) out->add_shape(d);
+  out->set_dtype(protocol::DtypeCode(t.dtype));
+  out->set_device(protocol::DeviceCode(t.device));
+  if (t.stats) {
+    v1::TensorStats* s = out->mutable_stats();
+    if (t.stats->mean) s->set_mean(*t.stats->mean);
+    if (t.stats->std) s->set_std(*t.stats->std);
+    if (t.stats->min) s->set_min(*t.stats->min);
+    if (t.stats->max) s->set_max(*t.stats->max);
+    s->set_nan_count(t.stats->nan_count);
+    s->set_inf_count(t.stats->inf_count);
+  }
+}
+
+// Feeds the same synthetic run to a TraceAggregator and to a Session (as wire events).
+struct Run {
+  TraceAggregator reference;
+  v1::EventBatch batch;
+};
+
+void Generate(int steps, TraceAggregator& ref, v1::EventBatch* batch) {
+  const LayerInfo infos[] = {{"fc1", "Linear", "net.fc1", 2, 0},
+                             {"relu", "ReLU", "net.relu", 2, 10},
+                             {"net", "Net", "net", 1, 20}};
+  for (const LayerInfo& i : infos) ASSERT_TRUE(ref.DeclareLayer(i).ok());
+  for (int step = 0; step < steps; ++step) {
+    for (int layer = 0; layer < 3; ++layer) {
+      ForwardSample f;
+      f.latency_ms = 0.1 * (layer + 1) + 0.01 * step;
+      f.inputs = {Tensor(0.0, 1.0, 0)};
+      f.outputs = {Tensor(0.5 * layer, 2.0 + step, layer == 1 && step == 2 ? 3 : 0)};
+      if (layer == 0) f.mem_alloc_delta = -128 * step;
+      v1::ForwardEvent* e = batch->add_forward();
+      e->set_layer_id(static_cast<uint32_t>(layer));
+      e->set_step(static_cast<uint64_t>(step));
+      e->set_latency_ms(*f.latency_ms);
+      ToWire(f.inputs[0], e->add_inputs());
+      ToWire(f.outputs[0], e->add_outputs());
+      if (f.mem_alloc_delta) e->set_mem_alloc_delta(*f.mem_alloc_delta);
+      ASSERT_TRUE(ref.AddForward(layer, f).ok());
+    }
+    for (int layer = 2; layer >= 0; --layer) {
+      BackwardSample b;
+      b.latency_ms = 0.2;
+      b.grad_norm = 1.0 + step;
+      b.grad_mean = 0.0;
+      b.grad_all_zero = layer == 2 && step == 1;
+      v1::BackwardEvent* e = batch->add_backward();
+      e->set_layer_id(static_cast<uint32_t>(layer));
+      e->set_step(static_cast<uint64_t>(step));
+      e->set_latency_ms(*b.latency_ms);
+      e->set_grad_norm(*b.grad_norm);
+      e->set_grad_mean(*b.grad_mean);
+      e->set_grad_all_zero(b.grad_all_zero);
+      ASSERT_TRUE(ref.AddBackward(layer, b).ok());
+    }
+  }
+}
+
+TEST(Session, SnapshotEqualsAnAggregatorFedTheSameSamples) {
+  Session s("id-1", MakeHello(), {1, 2, 3}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  TraceAggregator ref;
+  v1::EventBatch batch;
+  Generate(5, ref, &batch);
+  BatchOutcome r = s.AddBatch(batch);
+  EXPECT_EQ(r.accepted, 30u);
+  EXPECT_EQ(r.rejected, 0u);
+
+  TraceRecord expected = ref.Snapshot();
+  absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(expected);
+  ASSERT_TRUE(anomalies.ok());
+  expected.warnings = *anomalies;
+  const TraceRecord got = s.Record();
+  EXPECT_EQ(got.layers, expected.layers);
+  EXPECT_EQ(got.warnings, expected.warnings);
+  EXPECT_FALSE(got.warnings.empty());  // NaN output and a zero gradient were planted.
+  EXPECT_EQ(got.metadata.model_name, "Net");
+  EXPECT_EQ(got.metadata.pytorch_version, "1.13.1");
+
+  v1::Snapshot snap = s.ToSnapshot();
+  EXPECT_EQ(snap.session().events(), 30u);
+  EXPECT_EQ(snap.session().peer_pid(), 1);
+  EXPECT_EQ(snap.session().peer_uid(), 2);
+  ASSERT_EQ(snap.history_size(), 3);
+  EXPECT_EQ(snap.history(0).steps_size(), 5);
+  EXPECT_DOUBLE_EQ(snap.history(0).grad_norm(4), 5.0);
+  EXPECT_DOUBLE_EQ(snap.history(0).output_std(4), 6.0);
+}
+
+TEST(Session, UndeclaredLayerEventsAreRejectedAndCounted) {
+  Session s("id", MakeHello(), {}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  v1::EventBatch batch;
+  batch.add_forward()->set_layer_id(0);
+  batch.add_forward()->set_layer_id(9);
+  batch.add_backward()->set_layer_id(1234);
+  BatchOutcome r = s.AddBatch(batch);
+  EXPECT_EQ(r.accepted, 1u);
+  EXPECT_EQ(r.rejected, 2u);
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.Info().rejected_events(), 2u);
+  EXPECT_EQ(s.Info().events(), 1u);
+}
+
+TEST(Session, LayerLimitsAndConflicts) {
+  SessionLimits limits;
+  limits.max_layers = 2;
+  Session s("id", MakeHello(), {}, absl::Now(), limits, {});
+  // Table() declares three layers: the third is over the limit.
+  EXPECT_EQ(s.DeclareLayers(Table()).code(), absl::StatusCode::kResourceExhausted);
+  // Re-declaring known layers (a reconnect) is fine at the limit.
+  v1::LayerTable again = Table();
+  again.mutable_layers()->RemoveLast();
+  EXPECT_TRUE(s.DeclareLayers(again).ok());
+  // An id re-used for another layer, and an absurd id.
+  v1::LayerTable renamed;
+  renamed.add_layers()->set_id(0);
+  renamed.mutable_layers(0)->set_full_name("zzz");
+  EXPECT_EQ(s.DeclareLayers(renamed).code(), absl::StatusCode::kInvalidArgument);
+  v1::LayerTable huge;
+  huge.add_layers()->set_id(4000000000u);
+  huge.mutable_layers(0)->set_full_name("far");
+  EXPECT_EQ(s.DeclareLayers(huge).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Session, StatesAndDroppedEvents) {
+  Session s("id", MakeHello(), {}, absl::Now(), {}, {});
+  EXPECT_EQ(s.state(), SessionState::kLive);
+  v1::Heartbeat hb;
+  hb.set_dropped_events(4);
+  s.Heartbeat(hb);
+  v1::End end;
+  end.set_total_time_ms(12.5);
+  end.set_dropped_events(6);
+  s.Finish(end, absl::Now());
+  EXPECT_EQ(s.state(), SessionState::kFinished);
+  s.Abort(absl::Now());  // A finished session stays finished.
+  EXPECT_EQ(s.state(), SessionState::kFinished);
+  EXPECT_EQ(s.Info().state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_NE(s.Info().ended_unix_ns(), 0);
+  const TraceRecord r = s.Record();
+  EXPECT_EQ(r.metadata.total_time_ms, 12.5);
+  const std::string* dropped = nullptr;
+  for (const auto& [k, v] : r.metadata.extra) {
+    if (k == "dropped_events") dropped = &v;
+  }
+  ASSERT_NE(dropped, nullptr);
+  EXPECT_EQ(*dropped, "6");
+}
+
+TEST(Session, ResumeCountsTheGapAsDropped) {
+  Session s("id", MakeHello(), {}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  v1::EventBatch batch;
+  for (int i = 0; i < 10; ++i) batch.add_forward()->set_layer_id(0);
+  s.AddBatch(batch);
+  s.Abort(absl::Now());
+  v1::Hello again = MakeHello();
+  again.set_resume_session_id("id");
+  again.set_sent_events(25);  // 15 written to the old connection never arrived.
+  again.set_dropped_events(3);
+  s.Resume(again, {});
+  EXPECT_EQ(s.state(), SessionState::kLive);
+  EXPECT_EQ(s.Info().dropped_events(), 18u);
+  s.Resume(again, {});  // Idempotent: nothing new is missing.
+  EXPECT_EQ(s.Info().dropped_events(), 18u);
+}
+
+TEST(MergeRecords, CombinesCountsAndKeepsLatest) {
+  LayerTrace a;
+  a.full_name = "x";
+  a.forward_count = 2;
+  a.latency_ms = 1.0;
+  a.latency_ms_min = 1.0;
+  a.latency_ms_max = 3.0;
+  a.latency_ms_mean = 2.0;
+  a.has_nan = true;
+  LayerTrace b = a;
+  b.forward_count = 2;
+  b.latency_ms = 5.0;
+  b.latency_ms_min = 4.0;
+  b.latency_ms_max = 6.0;
+  b.latency_ms_mean = 5.0;
+  b.has_nan = false;
+  LayerTrace c;
+  c.full_name = "new";
+  TraceRecord before, after;
+  before.layers = {a};
+  after.layers = {c, b};
+  TraceRecord m = MergeRecords(before, after);
+  ASSERT_EQ(m.layers.size(), 2u);
+  EXPECT_EQ(m.layers[0].full_name, "x");
+  EXPECT_EQ(m.layers[0].forward_count, 4);
+  EXPECT_EQ(m.layers[0].latency_ms, 5.0);
+  EXPECT_EQ(m.layers[0].latency_ms_min, 1.0);
+  EXPECT_EQ(m.layers[0].latency_ms_max, 6.0);
+  EXPECT_EQ(m.layers[0].latency_ms_mean, 3.5);
+  EXPECT_TRUE(m.layers[0].has_nan);
+  EXPECT_EQ(m.layers[1].full_name, "new");
+}
+
+}  // namespace
+}  // namespace tracetorch::daemon

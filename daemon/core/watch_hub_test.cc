@@ -1,0 +1,894 @@
+#include "daemon/core/watch_hub.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/core/history.h"
+#include "google/protobuf/util/field_comparator.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "protocol/watch_state.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+// Equal protos, or the differences.
+::testing::AssertionResult SameProto(const google::protobuf::Message& a,
+                                     const google::protobuf::Message& b) {
+  google::protobuf::util::DefaultFieldComparator nan_equal;  // History holds NaN for "none".
+  nan_equal.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer d;
+  d.set_field_comparator(&nan_equal);
+  std::string report;
+  d.ReportDifferencesToString(&report);
+  if (d.Compare(a, b)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << report;
+}
+
+// A viewer's stream as the hub sees it: records what it was sent; writes complete when the test
+// says so (a stalled viewer never completes them), or at once with `auto_complete`.
+class FakeSink : public WatchSink {
+ public:
+  explicit FakeSink(bool auto_complete = false) : auto_complete_(auto_complete) {}
+
+  // The hub and the viewer id, once Subscribe returned (the hub thread may send before that).
+  void Attach(WatchHub* hub, uint64_t id) {
+    bool complete = false;
+    {
+      absl::MutexLock lock(&mu_);
+      hub_ = hub;
+      id_ = id;
+      complete = auto_complete_ && outstanding_;
+      if (complete) outstanding_ = false;
+    }
+    if (complete) hub->WriteDone(id, true);
+  }
+
+  void SendUpdate(std::shared_ptr<const v1::WatchUpdate> update) override {
+    WatchHub* hub = nullptr;
+    uint64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      EXPECT_FALSE(outstanding_) << "two writes in flight";
+      EXPECT_FALSE(closed_.has_value()) << "a write after Close";
+      outstanding_ = true;
+      updates_.push_back(update);
+      if (auto_complete_ && hub_ != nullptr) {
+        outstanding_ = false;
+        hub = hub_;
+        id = id_;
+      }
+    }
+    if (hub != nullptr) hub->WriteDone(id, true);  // Before SendUpdate returns, as gRPC may.
+  }
+
+  void Close(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_FALSE(closed_.has_value()) << "closed twice";
+    closed_ = status;
+  }
+
+  // Completes the outstanding write (the viewer took it).
+  void Complete(bool ok = true) {
+    WatchHub* hub = nullptr;
+    uint64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      ASSERT_TRUE(outstanding_);
+      outstanding_ = false;
+      hub = hub_;
+      id = id_;
+    }
+    hub->WriteDone(id, ok);
+  }
+
+  size_t count() const {
+    absl::MutexLock lock(&mu_);
+    return updates_.size();
+  }
+  std::shared_ptr<const v1::WatchUpdate> update(size_t i) const {
+    absl::MutexLock lock(&mu_);
+    return updates_.at(i);
+  }
+  std::shared_ptr<const v1::WatchUpdate> last() const {
+    absl::MutexLock lock(&mu_);
+    return updates_.back();
+  }
+  std::optional<absl::Status> closed() const {
+    absl::MutexLock lock(&mu_);
+    return closed_;
+  }
+  bool outstanding() const {
+    absl::MutexLock lock(&mu_);
+    return outstanding_;
+  }
+  // Waits (real time) for `n` updates; for the test with the hub thread.
+  bool WaitForCount(size_t n) const {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return updates_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(10));
+  }
+  bool WaitForClose() const {
+    absl::MutexLock lock(&mu_);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_.has_value(); };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(10));
+  }
+
+  // Applies every update received so far to a fresh WatchState.
+  protocol::WatchState State() const {
+    protocol::WatchState state;
+    absl::MutexLock lock(&mu_);
+    for (const auto& u : updates_) EXPECT_TRUE(state.Apply(*u).ok());
+    return state;
+  }
+
+ private:
+  const bool auto_complete_;
+  mutable absl::Mutex mu_;
+  WatchHub* hub_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool outstanding_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::shared_ptr<const v1::WatchUpdate>> updates_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
+};
+
+v1::Hello MakeHello(const std::string& job_id = "", int rank = 0) {
+  v1::Hello h;
+  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  h.mutable_identity()->set_pid(77);
+  h.mutable_identity()->set_host("box");
+  h.mutable_identity()->set_model_name("Net");
+  if (!job_id.empty()) {
+    h.mutable_identity()->set_job_id(job_id);
+    h.mutable_identity()->set_rank(rank);
+  }
+  return h;
+}
+
+v1::LayerTable Table(int layers) {
+  v1::LayerTable t;
+  for (int i = 0; i < layers; ++i) {
+    v1::LayerDecl* d = t.add_layers();
+    d->set_id(static_cast<uint32_t>(i));
+    d->set_name(absl::StrCat("l", i));
+    d->set_type("Linear");
+    d->set_full_name(absl::StrCat("net.l", i));
+    d->set_depth(2);
+    d->set_params(100);
+  }
+  return t;
+}
+
+// Forward + backward events for `layers` (ids) over steps [first, first + steps).
+v1::EventBatch Batch(const std::vector<uint32_t>& layers, int first, int steps) {
+  v1::EventBatch b;
+  for (int step = first; step < first + steps; ++step) {
+    for (uint32_t l : layers) {
+      v1::ForwardEvent* f = b.add_forward();
+      f->set_layer_id(l);
+      f->set_step(static_cast<uint64_t>(step));
+      f->set_latency_ms(0.1 * (l + 1) + 0.001 * step);
+      v1::TensorEvent* out = f->add_outputs();
+      out->add_shape(4);
+      out->add_shape(8);
+      out->mutable_stats()->set_mean(0.0);
+      out->mutable_stats()->set_std(1.0 + 0.01 * step);
+      v1::BackwardEvent* g = b.add_backward();
+      g->set_layer_id(l);
+      g->set_step(static_cast<uint64_t>(step));
+      g->set_grad_norm(1.0 + step);
+    }
+  }
+  return b;
+}
+
+class WatchHubTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = SessionManager::Create({}, &counters_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+
+  // A manager whose sessions keep `steps` history points per layer. Call before MakeHub.
+  void UseHistorySteps(size_t steps) {
+    SessionManagerOptions o;
+    o.session_limits.history_steps = steps;
+    auto m = SessionManager::Create(o, &counters_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+
+  // The hub is destroyed before the sinks (members, in reverse order).
+  WatchHub* MakeHub(absl::Duration grace = absl::Milliseconds(50)) {
+    WatchHubOptions o;
+    o.start_thread = false;
+    o.clock = [this] { return now_; };
+    o.shutdown_grace = grace;
+    hub_ = std::make_unique<WatchHub>(manager_.get(), o);
+    return hub_.get();
+  }
+
+  FakeSink& NewSink(bool auto_complete = false) {
+    sinks_.push_back(std::make_unique<FakeSink>(auto_complete));
+    return *sinks_.back();
+  }
+
+  std::shared_ptr<Session> NewSession(int layers, int steps, const std::string& job_id = "",
+                                      int rank = 0) {
+    auto opened = manager_->Open(MakeHello(job_id, rank), {});
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    std::shared_ptr<Session> s = opened->session;
+    EXPECT_TRUE(s->DeclareLayers(Table(layers)).ok());
+    std::vector<uint32_t> all;
+    for (int i = 0; i < layers; ++i) all.push_back(static_cast<uint32_t>(i));
+    if (steps > 0) {
+      EXPECT_EQ(s->AddBatch(Batch(all, 0, steps)).rejected, 0u);
+    }
+    return s;
+  }
+
+  static v1::WatchRequest Request(const std::string& session, double interval_s = 0) {
+    v1::WatchRequest r;
+    r.mutable_session()->set_session_id(session);
+    r.set_interval_s(interval_s);
+    return r;
+  }
+
+  uint64_t Subscribe(WatchHub& hub, const v1::WatchRequest& request, FakeSink& sink) {
+    absl::StatusOr<uint64_t> id = hub.Subscribe(request, &sink);
+    EXPECT_TRUE(id.ok()) << id.status();
+    sink.Attach(&hub, id.ok() ? *id : 0);
+    return id.ok() ? *id : 0;
+  }
+
+  DaemonCounters counters_;
+  std::unique_ptr<SessionManager> manager_;
+  std::vector<std::unique_ptr<FakeSink>> sinks_;
+  std::unique_ptr<WatchHub> hub_;
+  // On a tick of every interval used below.
+  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+};
+
+TEST_F(WatchHubTest, FirstUpdateIsTheFullStateAtOnce) {
+  std::shared_ptr<Session> s = NewSession(3, 5);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink();
+  Subscribe(*hub, Request(s->id()), sink);
+  now_ += absl::Milliseconds(123);  // Off-tick: the first update does not wait for a tick.
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 1u);
+  const v1::WatchUpdate& u = *sink.update(0);
+  ASSERT_EQ(u.kind_case(), v1::WatchUpdate::kFull);
+  EXPECT_EQ(u.sequence(), 1u);
+  EXPECT_EQ(u.sent_unix_ns(), absl::ToUnixNanos(now_));
+  EXPECT_GT(u.newest_event_unix_ns(), 0);
+  EXPECT_TRUE(SameProto(u.full(), s->ToSnapshot()));
+  EXPECT_EQ(u.full().record().layers_size(), 3);
+  EXPECT_EQ(u.full().history_size(), 3);
+  EXPECT_EQ(hub->stats().watchers, 1u);
+  EXPECT_EQ(hub->stats().updates_sent, 1u);
+}
+
+TEST_F(WatchHubTest, LatestResolvesToTheNewestSessionAtSubscribe) {
+  std::shared_ptr<Session> a = NewSession(1, 1);
+  std::shared_ptr<Session> b = NewSession(2, 1);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink();
+  Subscribe(*hub, Request("latest"), sink);
+  std::shared_ptr<Session> c = NewSession(3, 1);  // Started after: not this viewer's.
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 1u);
+  EXPECT_EQ(sink.update(0)->full().session().session_id(), b->id());
+}
+
+TEST_F(WatchHubTest, BadRequestsAreRefused) {
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink();
+  EXPECT_EQ(hub->Subscribe(v1::WatchRequest(), &sink).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hub->Subscribe(Request(""), &sink).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hub->Subscribe(Request("latest"), &sink).status().code(),
+            absl::StatusCode::kNotFound);  // No sessions yet.
+  std::shared_ptr<Session> s = NewSession(1, 1);
+  EXPECT_EQ(hub->Subscribe(Request("no-such-session"), &sink).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(hub->Subscribe(Request(s->id(), -1), &sink).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hub->Subscribe(Request(s->id(), std::nan("")), &sink).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hub->Subscribe(Request(s->id(), std::numeric_limits<double>::infinity()), &sink)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::WatchRequest job;
+  job.set_job_id("");
+  EXPECT_EQ(hub->Subscribe(job, &sink).status().code(), absl::StatusCode::kInvalidArgument);
+  job.set_job_id("no-such-job");
+  EXPECT_EQ(hub->Subscribe(job, &sink).status().code(), absl::StatusCode::kNotFound);
+  hub->Poll();
+  EXPECT_EQ(sink.count(), 0u);
+  EXPECT_EQ(hub->stats().watchers, 0u);
+}
+
+TEST_F(WatchHubTest, NothingChangedNothingSent) {
+  std::shared_ptr<Session> s = NewSession(3, 5);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.1), sink);
+  hub->Poll();
+  for (int i = 0; i < 5; ++i) {
+    now_ += absl::Milliseconds(100);
+    hub->Poll();
+  }
+  EXPECT_EQ(sink.count(), 1u);
+  s->AddBatch(Batch({0}, 5, 1));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  EXPECT_EQ(sink.count(), 2u);
+}
+
+TEST_F(WatchHubTest, DeltaCarriesOnlyWhatChangedAndAppliesToTheSameState) {
+  std::shared_ptr<Session> s = NewSession(6, 40);  // History makes a full large.
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.1), sink);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 1u);
+
+  s->AddBatch(Batch({2}, 40, 1));  // Only layer 2.
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 2u);
+  const v1::WatchUpdate& u = *sink.update(1);
+  ASSERT_EQ(u.kind_case(), v1::WatchUpdate::kDelta);
+  EXPECT_EQ(u.sequence(), 2u);
+  ASSERT_EQ(u.delta().record().layers_size(), 1);
+  EXPECT_EQ(u.delta().record().layers(0).full_name(), "net.l2");
+  ASSERT_EQ(u.delta().history_size(), 1);
+  EXPECT_EQ(u.delta().history(0).full_name(), "net.l2");
+  EXPECT_TRUE(u.delta().history(0).append());  // Only the new point, not the 41.
+  ASSERT_EQ(u.delta().history(0).steps_size(), 1);
+  EXPECT_EQ(u.delta().history(0).steps(0), 40u);
+  EXPECT_EQ(u.delta().session().events(), s->Info().events());  // Always complete.
+  EXPECT_TRUE(u.delta().record().has_metadata());
+  EXPECT_LT(u.ByteSizeLong(), sink.update(0)->ByteSizeLong() / 3);
+
+  // A new layer appears (declared and seen after the viewer's state): appended, still a delta.
+  v1::LayerTable more = Table(7);
+  ASSERT_TRUE(s->DeclareLayers(more).ok());
+  s->AddBatch(Batch({6}, 41, 1));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 3u);
+  ASSERT_EQ(sink.update(2)->kind_case(), v1::WatchUpdate::kDelta);
+  ASSERT_EQ(sink.update(2)->delta().history_size(), 1);
+  EXPECT_EQ(sink.update(2)->delta().history(0).full_name(), "net.l6");
+  EXPECT_FALSE(sink.update(2)->delta().history(0).append());  // New to the viewer: whole.
+
+  const protocol::WatchState state = sink.State();
+  ASSERT_TRUE(state.has_snapshot());
+  EXPECT_TRUE(SameProto(state.snapshot(), s->ToSnapshot()));
+}
+
+TEST_F(WatchHubTest, StreamingLayersSendOnlyTheirNewPoints) {
+  std::shared_ptr<Session> s = NewSession(6, 40);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.1), sink);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 1u);
+  size_t full_history_bytes = 0;
+  for (const v1::LayerHistory& h : sink.update(0)->full().history()) {
+    full_history_bytes += h.ByteSizeLong();
+  }
+
+  // Every layer streams two steps between ticks: each history entry carries those two points.
+  s->AddBatch(Batch({0, 1, 2, 3, 4, 5}, 40, 2));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 2u);
+  const v1::WatchUpdate& u = *sink.update(1);
+  ASSERT_EQ(u.kind_case(), v1::WatchUpdate::kDelta);
+  ASSERT_EQ(u.delta().history_size(), 6);
+  size_t delta_history_bytes = 0;
+  for (const v1::LayerHistory& h : u.delta().history()) {
+    EXPECT_TRUE(h.append()) << h.full_name();
+    ASSERT_EQ(h.steps_size(), 2) << h.full_name();
+    EXPECT_EQ(h.steps(0), 40u);
+    EXPECT_EQ(h.steps(1), 41u);
+    EXPECT_EQ(h.latency_ms_size(), 2);
+    EXPECT_EQ(h.output_std_size(), 2);
+    EXPECT_EQ(h.grad_norm_size(), 2);
+    EXPECT_EQ(h.non_finite_size(), 2);
+    EXPECT_DOUBLE_EQ(h.grad_norm(1), 42.0);
+    delta_history_bytes += h.ByteSizeLong();
+  }
+  EXPECT_LT(delta_history_bytes * 10, full_history_bytes);
+  EXPECT_TRUE(SameProto(sink.State().snapshot(), s->ToSnapshot()));
+
+  // A late event for step 40 of one layer (still in reach) changes a point the viewer holds: the
+  // entry starts there and carries what follows it.
+  v1::EventBatch late;
+  v1::BackwardEvent* g = late.add_backward();
+  g->set_layer_id(3);
+  g->set_step(40);
+  g->set_grad_norm(-7.0);
+  g->set_grad_has_nan(true);
+  ASSERT_EQ(s->AddBatch(late).accepted, 1u);
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 3u);
+  const v1::WatchUpdate& v = *sink.update(2);
+  ASSERT_EQ(v.kind_case(), v1::WatchUpdate::kDelta);
+  ASSERT_EQ(v.delta().history_size(), 1);
+  const v1::LayerHistory& h = v.delta().history(0);
+  EXPECT_EQ(h.full_name(), "net.l3");
+  EXPECT_TRUE(h.append());
+  ASSERT_EQ(h.steps_size(), 2);
+  EXPECT_EQ(h.steps(0), 40u);
+  EXPECT_DOUBLE_EQ(h.grad_norm(0), -7.0);
+  EXPECT_TRUE(h.non_finite(0));
+  EXPECT_TRUE(SameProto(sink.State().snapshot(), s->ToSnapshot()));
+}
+
+// A history thinned once since the viewer's copy is sent as an append with thin_before_step (the
+// viewer replays the thinning); thinned twice or more (several steps at once, or a slow viewer's
+// coalesced gap), whole. Either way every viewer's copy stays exactly the session's.
+TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact) {
+  UseHistorySteps(8);  // Thinned every other step.
+  std::shared_ptr<Session> s = NewSession(3, 5);
+  WatchHub* hub = MakeHub();
+  FakeSink& fast = NewSink(/*auto_complete=*/true);
+  FakeSink& slow = NewSink();  // Takes a write every third tick: coalesced in between.
+  FakeSink& late = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.05), fast);
+  Subscribe(*hub, Request(s->id(), 0.05), slow);
+  hub->Poll();
+
+  // Layer 0's history as the session keeps it (same capacity, stagger and steps), to count its
+  // thinnings.
+  LayerHistory mirror(8, LayerHistory::Stagger(0, 8));
+  for (uint64_t step = 0; step < 5; ++step) mirror.RecordForward(step, 1.0, 1.0, false);
+  auto history_steps = [&](int layer) {
+    std::vector<uint64_t> steps;
+    for (uint64_t step : s->ToSnapshot().history(layer).steps()) steps.push_back(step);
+    return steps;
+  };
+  auto find_l0 = [](const v1::WatchUpdate& u) -> const v1::LayerHistory* {
+    for (const v1::LayerHistory& h : u.delta().history()) {
+      if (h.full_name() == "net.l0") return &h;
+    }
+    return nullptr;
+  };
+  int appended = 0;
+  int thin_appended = 0;
+  int replaced = 0;
+  int slow_thin_appended = 0;
+  int slow_replaced = 0;
+  uint64_t slow_thinnings = mirror.thinnings();  // At the state of slow's latest update.
+  size_t slow_count = slow.count();
+  int step = 5;
+  for (int tick = 1; tick <= 40; ++tick) {
+    // Layer 0 streams (one, two or four steps a tick), layer 1 now and then, layer 2 never.
+    const int steps = tick % 10 == 0 ? 4 : tick % 4 == 0 ? 2 : 1;
+    const uint64_t thinnings_before = mirror.thinnings();
+    s->AddBatch(Batch({0}, step, steps));
+    for (int i = 0; i < steps; ++i) {
+      mirror.RecordForward(static_cast<uint64_t>(step + i), 1.0, 1.0, false);
+    }
+    if (tick % 5 == 0) s->AddBatch(Batch({1}, step, 1));
+    step += steps;
+    const uint64_t thinned = mirror.thinnings() - thinnings_before;
+    const std::vector<uint64_t> after = history_steps(0);
+    ASSERT_EQ(after.size(), mirror.points().size());
+    if (tick == 15) Subscribe(*hub, Request(s->id(), 0.05), late);
+    if (tick % 3 == 0) slow.Complete();
+    now_ += absl::Milliseconds(50);
+    hub->Poll();
+
+    ASSERT_EQ(fast.count(), static_cast<size_t>(tick + 1));
+    const v1::WatchUpdate& u = *fast.last();
+    ASSERT_EQ(u.kind_case(), v1::WatchUpdate::kDelta) << "tick " << tick;
+    for (const v1::LayerHistory& h : u.delta().history()) {
+      EXPECT_NE(h.full_name(), "net.l2");  // Unchanged: not sent.
+    }
+    const v1::LayerHistory* h0 = find_l0(u);
+    ASSERT_NE(h0, nullptr) << "tick " << tick;
+    if (thinned >= 2) {  // Four steps in one batch: the whole history.
+      ++replaced;
+      EXPECT_FALSE(h0->append()) << "tick " << tick;
+      EXPECT_EQ(h0->thin_before_step(), 0u);
+      EXPECT_EQ(h0->steps_size(), static_cast<int>(after.size()));
+    } else {
+      // Only the new points, after the thinning when there was one (never the whole history).
+      EXPECT_TRUE(h0->append()) << "tick " << tick;
+      EXPECT_EQ(h0->thin_before_step(), thinned == 1 ? mirror.thin_boundary() : 0u)
+          << "tick " << tick;
+      ASSERT_EQ(h0->steps_size(), steps) << "tick " << tick;
+      EXPECT_LT(h0->steps_size(), static_cast<int>(after.size()));
+      EXPECT_EQ(h0->steps(0), after[after.size() - static_cast<size_t>(steps)]);
+      ++(thinned == 1 ? thin_appended : appended);
+    }
+    EXPECT_TRUE(SameProto(fast.State().snapshot(), s->ToSnapshot())) << "tick " << tick;
+
+    // The slow viewer: one thinning since its previous update is replayed, more are sent whole.
+    if (slow.count() > slow_count) {
+      slow_count = slow.count();
+      const v1::WatchUpdate& w = *slow.last();
+      const uint64_t gap = mirror.thinnings() - slow_thinnings;
+      slow_thinnings = mirror.thinnings();
+      ASSERT_EQ(w.kind_case(), v1::WatchUpdate::kDelta) << "tick " << tick;
+      const v1::LayerHistory* w0 = find_l0(w);
+      ASSERT_NE(w0, nullptr) << "tick " << tick;
+      EXPECT_EQ(w0->append(), gap < 2) << "tick " << tick;
+      EXPECT_EQ(w0->thin_before_step(), gap == 1 ? mirror.thin_boundary() : 0u) << "tick " << tick;
+      if (gap >= 2) ++slow_replaced;
+      if (gap == 1) ++slow_thin_appended;
+      EXPECT_TRUE(SameProto(slow.State().snapshot(), s->ToSnapshot())) << "tick " << tick;
+    }
+  }
+  EXPECT_GT(appended, 5);
+  EXPECT_GT(thin_appended, 10);
+  EXPECT_EQ(replaced, 4);
+  EXPECT_GT(slow_replaced, 3);
+  EXPECT_GT(slow_thin_appended, 0);
+
+  // An event for a step out of reach changes the layer but no history point: no history entry.
+  v1::EventBatch old;
+  v1::BackwardEvent* g = old.add_backward();
+  g->set_layer_id(0);
+  g->set_step(1);
+  g->set_grad_norm(3.0);
+  ASSERT_EQ(s->AddBatch(old).accepted, 1u);
+  slow.Complete();
+  now_ += absl::Milliseconds(50);
+  hub->Poll();
+  const v1::WatchUpdate& u = *fast.last();
+  ASSERT_EQ(u.kind_case(), v1::WatchUpdate::kDelta);
+  EXPECT_EQ(u.delta().record().layers_size(), 1);
+  EXPECT_EQ(u.delta().history_size(), 0);
+
+  // Whatever each viewer was sent (full, deltas across thinnings, coalesced states), applying it
+  // gives the session's state.
+  const v1::Snapshot want = s->ToSnapshot();
+  EXPECT_GT(hub->stats().updates_coalesced, 0u);
+  EXPECT_GT(slow.count(), 5u);
+  for (FakeSink* sink : {&fast, &slow, &late}) {
+    EXPECT_TRUE(SameProto(sink->State().snapshot(), want));
+  }
+}
+
+TEST_F(WatchHubTest, FullWhenTheDeltaWouldNotBeSmaller) {
+  std::shared_ptr<Session> s = NewSession(4, 0);  // Declared, no events: no history yet.
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.1), sink);
+  hub->Poll();
+  // Every layer changed and every history is new: the delta would be the full.
+  s->AddBatch(Batch({0, 1, 2, 3}, 0, 1));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 2u);
+  EXPECT_EQ(sink.update(1)->kind_case(), v1::WatchUpdate::kFull);
+  EXPECT_TRUE(SameProto(sink.update(1)->full(), s->ToSnapshot()));
+}
+
+TEST_F(WatchHubTest, UpdatesFollowTheIntervalTicks) {
+  std::shared_ptr<Session> s = NewSession(2, 1);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.2), sink);
+  hub->Poll();  // t = 0: the first update.
+  ASSERT_EQ(sink.count(), 1u);
+  // Something changes every 50 ms; updates go out only on the 200 ms ticks.
+  std::vector<int> sent_at_ms;
+  for (int ms = 50; ms <= 1000; ms += 50) {
+    now_ += absl::Milliseconds(50);
+    s->AddBatch(Batch({0}, 1 + ms, 1));
+    const size_t before = sink.count();
+    const absl::Time next = hub->Poll();
+    if (sink.count() > before) sent_at_ms.push_back(ms);
+    EXPECT_GT(next, now_);
+    EXPECT_LE(next, now_ + absl::Milliseconds(200));
+  }
+  EXPECT_EQ(sent_at_ms, (std::vector<int>{200, 400, 600, 800, 1000}));
+}
+
+TEST_F(WatchHubTest, IntervalsBelowTheMinimumAreRaisedToIt) {
+  std::shared_ptr<Session> s = NewSession(2, 1);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.001), sink);  // 1 ms asked: 50 ms given.
+  hub->Poll();
+  int sent = 0;
+  for (int ms = 10; ms <= 200; ms += 10) {
+    now_ += absl::Milliseconds(10);
+    s->AddBatch(Batch({1}, 1 + ms, 1));
+    const size_t before = sink.count();
+    hub->Poll();
+    sent += static_cast<int>(sink.count() - before);
+  }
+  EXPECT_EQ(sent, 4);  // At 50, 100, 150, 200 ms.
+}
+
+TEST_F(WatchHubTest, DefaultIntervalIsHalfASecond) {
+  std::shared_ptr<Session> s = NewSession(2, 1);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id()), sink);
+  hub->Poll();
+  now_ += absl::Milliseconds(100);
+  s->AddBatch(Batch({1}, 5, 1));
+  EXPECT_EQ(hub->Poll(), now_ + absl::Milliseconds(400));
+  now_ += absl::Milliseconds(400);
+  hub->Poll();
+  EXPECT_EQ(sink.count(), 2u);
+}
+
+TEST_F(WatchHubTest, StalledViewerIsCoalescedToTheNewestAndDelaysNoOne) {
+  std::shared_ptr<Session> s = NewSession(3, 5);
+  WatchHub* hub = MakeHub();
+  FakeSink& fast = NewSink(/*auto_complete=*/true);
+  FakeSink& stalled = NewSink();  // Takes its first update and never completes the write.
+  Subscribe(*hub, Request(s->id(), 0.1), fast);
+  Subscribe(*hub, Request(s->id(), 0.1), stalled);
+  hub->Poll();
+  ASSERT_EQ(fast.count(), 1u);
+  ASSERT_EQ(stalled.count(), 1u);
+  ASSERT_TRUE(stalled.outstanding());
+
+  for (int i = 0; i < 5; ++i) {
+    s->AddBatch(Batch({static_cast<uint32_t>(i % 3)}, 5 + i, 1));
+    now_ += absl::Milliseconds(100);
+    hub->Poll();
+  }
+  EXPECT_EQ(fast.count(), 6u);     // Every tick.
+  EXPECT_EQ(stalled.count(), 1u);  // Nothing queued behind the stalled write.
+  // Five states became due; one waits, four were replaced.
+  EXPECT_EQ(hub->stats().updates_coalesced, 4u);
+
+  s->AddBatch(Batch({0}, 20, 1));  // Newer still, between ticks.
+  stalled.Complete();
+  hub->Poll();  // No tick due: the waiting state goes now, built from the newest.
+  ASSERT_EQ(stalled.count(), 2u);
+  const v1::WatchUpdate& u = *stalled.last();
+  EXPECT_EQ(u.sequence(), 6u);  // 2..5 were skipped: the gap shows the coalesced states.
+  const protocol::WatchState state = stalled.State();
+  EXPECT_TRUE(SameProto(state.snapshot(), s->ToSnapshot()));
+
+  // Back to its ticks: nothing more before the next one.
+  stalled.Complete();
+  s->AddBatch(Batch({1}, 21, 1));
+  now_ += absl::Milliseconds(10);
+  hub->Poll();
+  EXPECT_EQ(stalled.count(), 2u);
+}
+
+TEST_F(WatchHubTest, ViewersOfTheSameStateShareOnePayload) {
+  std::shared_ptr<Session> s = NewSession(3, 30);
+  WatchHub* hub = MakeHub();
+  std::vector<FakeSink*> sinks;
+  for (int i = 0; i < 8; ++i) {
+    sinks.push_back(&NewSink(/*auto_complete=*/true));
+    Subscribe(*hub, Request(s->id(), 0.1), *sinks.back());
+  }
+  hub->Poll();
+  s->AddBatch(Batch({1}, 30, 1));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  for (const auto& sink : sinks) {
+    ASSERT_EQ(sink->count(), 2u);
+    // The same Snapshot object, not copies (only the sequence and times are per viewer).
+    EXPECT_EQ(&sink->update(0)->full(), &sinks[0]->update(0)->full());
+    ASSERT_EQ(sink->update(1)->kind_case(), v1::WatchUpdate::kDelta);
+    EXPECT_EQ(&sink->update(1)->delta(), &sinks[0]->update(1)->delta());
+    EXPECT_EQ(sink->update(1)->sequence(), 2u);
+  }
+}
+
+TEST_F(WatchHubTest, SessionEndSendsFinalFullThenEndedThenCloses) {
+  std::shared_ptr<Session> s = NewSession(6, 20);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink();
+  Subscribe(*hub, Request(s->id(), 0.1), sink);
+  hub->Poll();
+  sink.Complete();
+  s->AddBatch(Batch({0}, 20, 1));  // Small change: would be a delta...
+  v1::End end;
+  end.set_total_time_ms(42);
+  s->Finish(end, now_);
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 2u);
+  ASSERT_EQ(sink.update(1)->kind_case(), v1::WatchUpdate::kFull);  // ...but the final is full.
+  EXPECT_EQ(sink.update(1)->full().session().state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_TRUE(SameProto(sink.update(1)->full(), s->ToSnapshot()));
+  hub->Poll();  // Nothing while the final state is being written.
+  EXPECT_EQ(sink.count(), 2u);
+  sink.Complete();
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 3u);
+  ASSERT_EQ(sink.update(2)->kind_case(), v1::WatchUpdate::kSessionEnded);
+  EXPECT_EQ(sink.update(2)->session_ended().session_id(), s->id());
+  EXPECT_EQ(sink.update(2)->session_ended().state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_EQ(sink.update(2)->sequence(), 3u);
+  EXPECT_FALSE(sink.closed().has_value());
+  sink.Complete();
+  hub->Poll();
+  ASSERT_TRUE(sink.closed().has_value());
+  EXPECT_TRUE(sink.closed()->ok()) << *sink.closed();
+  EXPECT_EQ(hub->stats().watchers, 0u);
+}
+
+TEST_F(WatchHubTest, AbortedSessionEndsTheStreamToo) {
+  std::shared_ptr<Session> s = NewSession(2, 2);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id(), 0.1), sink);
+  hub->Poll();
+  s->Abort(now_);
+  now_ += absl::Milliseconds(100);
+  hub->Poll();  // Final full; its write completes at once...
+  hub->Poll();  // ...session_ended...
+  hub->Poll();  // ...close.
+  ASSERT_EQ(sink.count(), 3u);
+  EXPECT_EQ(sink.update(1)->full().session().state(), v1::SESSION_STATE_ABORTED);
+  EXPECT_EQ(sink.update(2)->session_ended().state(), v1::SESSION_STATE_ABORTED);
+  ASSERT_TRUE(sink.closed().has_value());
+  EXPECT_TRUE(sink.closed()->ok());
+}
+
+TEST_F(WatchHubTest, AnEndedSessionGetsItsStateThenTheEnd) {
+  std::shared_ptr<Session> s = NewSession(2, 2);
+  s->Finish(v1::End(), now_);
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(s->id()), sink);
+  hub->Poll();
+  hub->Poll();
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 2u);
+  EXPECT_EQ(sink.update(0)->kind_case(), v1::WatchUpdate::kFull);
+  EXPECT_EQ(sink.update(1)->kind_case(), v1::WatchUpdate::kSessionEnded);
+  ASSERT_TRUE(sink.closed().has_value());
+  EXPECT_TRUE(sink.closed()->ok());
+}
+
+TEST_F(WatchHubTest, ShutdownReachesEveryViewerAndEndsStalledOnes) {
+  std::shared_ptr<Session> s = NewSession(2, 2);
+  WatchHub* hub = MakeHub(/*grace=*/absl::Milliseconds(50));
+  FakeSink& fast = NewSink(/*auto_complete=*/true);
+  FakeSink& stalled = NewSink();
+  Subscribe(*hub, Request(s->id(), 0.1), fast);
+  Subscribe(*hub, Request(s->id(), 0.1), stalled);
+  hub->Poll();
+  EXPECT_EQ(hub->stats().watchers, 2u);
+  hub->Shutdown();
+  ASSERT_EQ(fast.count(), 2u);
+  EXPECT_EQ(fast.update(1)->kind_case(), v1::WatchUpdate::kShutdown);
+  EXPECT_EQ(fast.update(1)->sequence(), 2u);
+  ASSERT_TRUE(fast.closed().has_value());
+  EXPECT_TRUE(fast.closed()->ok());
+  // The stalled viewer could not take `shutdown`: closed anyway, after the grace period.
+  EXPECT_EQ(stalled.count(), 1u);
+  ASSERT_TRUE(stalled.closed().has_value());
+  EXPECT_EQ(stalled.closed()->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(hub->stats().watchers, 0u);
+  FakeSink& late = NewSink();
+  EXPECT_EQ(hub->Subscribe(Request(s->id()), &late).status().code(),
+            absl::StatusCode::kUnavailable);
+  hub->Shutdown();  // Idempotent.
+}
+
+TEST_F(WatchHubTest, ShutdownWaitsForAViewerThatTakesItInTime) {
+  std::shared_ptr<Session> s = NewSession(2, 2);
+  WatchHub* hub = MakeHub(/*grace=*/absl::Seconds(10));
+  FakeSink& slow = NewSink();
+  Subscribe(*hub, Request(s->id(), 0.1), slow);
+  hub->Poll();
+  std::thread viewer([&] {
+    // Takes the first update, then the shutdown, a little later each.
+    slow.Complete();
+    while (slow.count() < 2) absl::SleepFor(absl::Milliseconds(1));
+    slow.Complete();
+  });
+  hub->Shutdown();
+  viewer.join();
+  ASSERT_EQ(slow.count(), 2u);
+  EXPECT_EQ(slow.update(1)->kind_case(), v1::WatchUpdate::kShutdown);
+  ASSERT_TRUE(slow.closed().has_value());
+  EXPECT_TRUE(slow.closed()->ok());
+}
+
+TEST_F(WatchHubTest, CancelledOrBrokenViewersAreClosedAndForgotten) {
+  std::shared_ptr<Session> s = NewSession(2, 2);
+  WatchHub* hub = MakeHub();
+  FakeSink& cancelled = NewSink();
+  FakeSink& broken = NewSink();
+  const uint64_t a = Subscribe(*hub, Request(s->id(), 0.1), cancelled);
+  Subscribe(*hub, Request(s->id(), 0.1), broken);
+  hub->Poll();
+  hub->Cancel(a);
+  hub->Poll();  // Its write is still outstanding: not closed yet.
+  EXPECT_FALSE(cancelled.closed().has_value());
+  cancelled.Complete(/*ok=*/false);
+  broken.Complete(/*ok=*/false);
+  hub->Poll();
+  ASSERT_TRUE(cancelled.closed().has_value());
+  EXPECT_EQ(cancelled.closed()->code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(broken.closed().has_value());
+  EXPECT_EQ(broken.closed()->code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(hub->stats().watchers, 0u);
+  hub->Remove(a);
+  hub->Remove(a);           // Unknown by now: ignored.
+  hub->WriteDone(a, true);  // Ignored.
+  hub->Poll();
+}
+
+TEST_F(WatchHubTest, JobWatchSendsTheWholeJobUntilEveryRankEnded) {
+  std::shared_ptr<Session> r0 = NewSession(2, 3, "job-7", 0);
+  std::shared_ptr<Session> r1 = NewSession(2, 3, "job-7", 1);
+  NewSession(2, 3);  // Another, job-less session.
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  v1::WatchRequest request;
+  request.set_job_id("job-7");
+  request.set_interval_s(0.1);
+  Subscribe(*hub, request, sink);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 1u);
+  ASSERT_EQ(sink.update(0)->kind_case(), v1::WatchUpdate::kJob);
+  EXPECT_EQ(sink.update(0)->job().job_id(), "job-7");
+  ASSERT_EQ(sink.update(0)->job().ranks_size(), 2);
+  EXPECT_GT(sink.update(0)->newest_event_unix_ns(), 0);
+
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  EXPECT_EQ(sink.count(), 1u);  // Nothing changed.
+
+  r1->AddBatch(Batch({0}, 3, 1));
+  r0->Finish(v1::End(), now_);
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 2u);
+  EXPECT_EQ(sink.update(1)->kind_case(), v1::WatchUpdate::kJob);
+  EXPECT_FALSE(sink.closed().has_value());
+
+  r1->Finish(v1::End(), now_ + absl::Milliseconds(1));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();  // The final job...
+  hub->Poll();  // ...then the end (the rank that ended last)...
+  hub->Poll();  // ...then close.
+  ASSERT_EQ(sink.count(), 4u);
+  EXPECT_EQ(sink.update(2)->kind_case(), v1::WatchUpdate::kJob);
+  ASSERT_EQ(sink.update(3)->kind_case(), v1::WatchUpdate::kSessionEnded);
+  EXPECT_EQ(sink.update(3)->session_ended().session_id(), r1->id());
+  ASSERT_TRUE(sink.closed().has_value());
+  EXPECT_TRUE(sink.closed()->ok());
+}
+
+TEST_F(WatchHubTest, TheHubThreadDeliversWithoutPolling) {
+  std::shared_ptr<Session> s = NewSession(2, 2);
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  hub_ = std::make_unique<WatchHub>(manager_.get(), WatchHubOptions());  // Real clock, a thread.
+  WatchHub& hub = *hub_;
+  Subscribe(hub, Request(s->id(), 0.05), sink);
+  ASSERT_TRUE(sink.WaitForCount(1));
+  s->AddBatch(Batch({0}, 2, 1));
+  ASSERT_TRUE(sink.WaitForCount(2));  // At the next 50 ms tick.
+  s->Finish(v1::End(), absl::Now());
+  ASSERT_TRUE(sink.WaitForCount(4));  // Final full, session_ended.
+  ASSERT_TRUE(sink.WaitForClose());
+  EXPECT_EQ(sink.update(3)->kind_case(), v1::WatchUpdate::kSessionEnded);
+  EXPECT_TRUE(sink.closed()->ok());
+}
+
+}  // namespace
+}  // namespace tracetorch::daemon

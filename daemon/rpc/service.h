@@ -1,0 +1,77 @@
+// The gRPC TraceService for viewers and tools: a thin adapter over the daemon's logic (callback
+// API; no reaction blocks on I/O beyond reading a snapshot or baseline file).
+//
+//   ListSessions, GetSnapshot, GetStats   service.cc       over SessionManager
+//   Diff, Set/List/RemoveBaseline         service.cc       over DiffService
+//   Watch                                 watch_service.cc over WatchHub (one reactor per viewer)
+//
+// Authentication (bearer token, TLS) is not here: it is attached to the TCP listener's
+// credentials (daemon/rpc/auth.h), so every method sees only authenticated calls.
+//
+// Thread-safe.
+#ifndef TRACETORCH_DAEMON_RPC_SERVICE_H_
+#define TRACETORCH_DAEMON_RPC_SERVICE_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "daemon/core/counters.h"
+#include "daemon/core/session_manager.h"
+#include "grpcpp/grpcpp.h"
+#include "tracetorch/v1/service.grpc.pb.h"
+
+namespace tracetorch::daemon {
+
+class WatchHub;
+class DiffService;
+
+// The one place absl::Status becomes grpc::Status (codes are numerically identical).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// What the service adapts. Not owned; all must outlive the service (and the gRPC server).
+struct ServiceDeps {
+  SessionManager* manager = nullptr;  // Required.
+  WatchHub* watch_hub = nullptr;      // Required for Watch (else UNIMPLEMENTED).
+  const DiffService* diff = nullptr;  // Required.
+  // Fills a DaemonStats (the daemon adds process figures and the event rate).
+  std::function<v1::DaemonStats()> stats;
+};
+
+class TraceServiceImpl final : public v1::TraceService::CallbackService {
+ public:
+  explicit TraceServiceImpl(ServiceDeps deps) : deps_(std::move(deps)) {}
+
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
+                                         const v1::ListSessionsRequest* request,
+                                         v1::ListSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* GetSnapshot(grpc::CallbackServerContext* context,
+                                        const v1::GetSnapshotRequest* request,
+                                        v1::Snapshot* response) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::GetStatsRequest* request,
+                                     v1::DaemonStats* response) override;
+
+  // watch_service.cc
+  grpc::ServerWriteReactor<v1::WatchUpdate>* Watch(grpc::CallbackServerContext* context,
+                                                   const v1::WatchRequest* request) override;
+
+  grpc::ServerUnaryReactor* Diff(grpc::CallbackServerContext* context,
+                                 const v1::DiffRequest* request,
+                                 v1::DiffResponse* response) override;
+  grpc::ServerUnaryReactor* SetBaseline(grpc::CallbackServerContext* context,
+                                        const v1::SetBaselineRequest* request,
+                                        v1::BaselineInfo* response) override;
+  grpc::ServerUnaryReactor* ListBaselines(grpc::CallbackServerContext* context,
+                                          const v1::ListBaselinesRequest* request,
+                                          v1::ListBaselinesResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveBaseline(grpc::CallbackServerContext* context,
+                                           const v1::RemoveBaselineRequest* request,
+                                           v1::RemoveBaselineResponse* response) override;
+
+ private:
+  const ServiceDeps deps_;
+};
+
+}  // namespace tracetorch::daemon
+
+#endif  // TRACETORCH_DAEMON_RPC_SERVICE_H_

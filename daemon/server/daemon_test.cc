@@ -1,0 +1,540 @@
+// A real tracetorchd (in-process, on temporary sockets) driven by the real client library, raw
+// sockets and the TraceService client. Handshakes and deadline polling only; no bare sleeps.
+#include "daemon/server/daemon.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/daemon_client.h"
+#include "daemon/testing/test_util.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "protocol/record_proto.h"
+#include "protocol/wire.h"
+#include "service_client/service_client.h"
+#include "trace/aggregator.h"
+#include "trace/json.h"
+#include "tracetorch/v1/service.grpc.pb.h"
+
+namespace tracetorch::daemon {
+namespace {
+
+using test_util::TempDir;
+using test_util::WaitFor;
+
+using client::DaemonClient;
+using client::DaemonClientOptions;
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.socket_path = dir_.path() + "/d.sock";
+    config_.data_dir = dir_.path() + "/data";
+    config_.snapshot_interval = absl::Milliseconds(200);
+    StartDaemon();
+  }
+
+  void StartDaemon() {
+    auto d = Daemon::Start(config_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+    auto s = service_client::TraceServiceClient::Create(daemon_->config().service_socket_path);
+    ASSERT_TRUE(s.ok());
+    service_ = *std::move(s);
+  }
+
+  std::unique_ptr<DaemonClient> NewClient(const std::string& model,
+                                          size_t queue_capacity = 1 << 16) {
+    DaemonClientOptions o;
+    o.queue_capacity = queue_capacity;
+    o.address = absl::StrCat("unix://", config_.socket_path);
+    o.identity = protocol::CurrentProcessIdentity();
+    o.identity.model_name = model;
+    o.flush_interval = absl::Milliseconds(5);
+    o.initial_backoff = absl::Milliseconds(5);
+    o.max_backoff = absl::Milliseconds(50);
+    auto c = DaemonClient::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+
+  std::optional<v1::SessionInfo> FindSession(const std::string& id) {
+    auto list = service_->ListSessions();
+    if (!list.ok()) return std::nullopt;
+    for (const auto& s : list->sessions()) {
+      if (s.session_id() == id) return s;
+    }
+    return std::nullopt;
+  }
+
+  TempDir dir_;
+  DaemonConfig config_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<service_client::TraceServiceClient> service_;
+};
+
+std::vector<protocol::LayerDecl> Layers(const std::string& prefix) {
+  return {{0, {"fc", "Linear", prefix + ".fc", 2, 110}},
+          {1, {"act", "ReLU", prefix + ".act", 2, 0}},
+          {2, {prefix, "Net", prefix, 1, 0}}};
+}
+
+ForwardSample MakeForward(int step, int layer) {
+  ForwardSample f;
+  f.latency_ms = 0.5 + layer + 0.01 * step;
+  f.inputs = {{{4, 8}, "torch.float32", "cpu", TensorStats{0.0, 1.0, -2.0, 2.0, 0, 0}}};
+  f.outputs = {{{4, 8}, "torch.float32", "cpu", TensorStats{0.1, 0.5 + step, -1.0, 1.0, 0, 0}}};
+  return f;
+}
+
+BackwardSample MakeBackward(int step) {
+  BackwardSample b;
+  b.latency_ms = 0.25;
+  b.grad_norm = 1.0 + step;
+  b.grad_mean = 0.01;
+  return b;
+}
+
+// Streams `steps` steps through `c` and feeds the same samples to `ref` (when given).
+void Stream(DaemonClient& c, int first_step, int steps, TraceAggregator* ref) {
+  for (int step = first_step; step < first_step + steps; ++step) {
+    for (int layer = 0; layer < 3; ++layer) {
+      ForwardSample f = MakeForward(step, layer);
+      if (ref != nullptr) {
+        ASSERT_TRUE(ref->AddForward(layer, f).ok());
+      }
+      c.EnqueueForward(protocol::ToForwardEvent(layer, step, f));
+    }
+    for (int layer = 2; layer >= 0; --layer) {
+      BackwardSample b = MakeBackward(step);
+      if (ref != nullptr) {
+        ASSERT_TRUE(ref->AddBackward(layer, b).ok());
+      }
+      c.EnqueueBackward({static_cast<uint32_t>(layer), static_cast<uint64_t>(step), b});
+    }
+  }
+}
+
+TEST_F(DaemonTest, StreamedSessionComesBackFromGetSnapshot) {
+  auto c = NewClient("Net");
+  c->DeclareLayers(Layers("net"));
+  TraceAggregator ref;
+  for (const auto& l : Layers("net")) ASSERT_TRUE(ref.DeclareLayer(l.info).ok());
+  Stream(*c, 0, 50, &ref);
+  c->SetEndInfo(123.0, 0);
+  ASSERT_TRUE(c->Close(absl::Seconds(5)).ok());
+  const std::string id = c->session_id();
+  ASSERT_FALSE(id.empty());
+  EXPECT_EQ(c->stats().sent_events, 300u);
+  EXPECT_EQ(c->stats().dropped_events, 0u);
+
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = FindSession(id);
+    return s && s->state() == v1::SESSION_STATE_FINISHED;
+  }));
+  auto snap = service_->GetSnapshot(id);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->session().events(), 300u);
+  EXPECT_EQ(snap->session().identity().model_name(), "Net");
+  EXPECT_EQ(snap->session().peer_pid(), getpid());
+  EXPECT_EQ(snap->session().peer_uid(), static_cast<int32_t>(getuid()));
+  const TraceRecord got = FromProto(snap->record());
+  EXPECT_EQ(got.layers, ref.Snapshot().layers);
+  EXPECT_EQ(got.metadata.total_time_ms, 123.0);
+  EXPECT_EQ(got.metadata.model_name, "Net");
+  ASSERT_EQ(snap->history_size(), 3);
+  EXPECT_EQ(snap->history(0).steps_size(), 50);
+
+  auto latest = service_->GetSnapshot("latest");
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->session().session_id(), id);
+  EXPECT_EQ(service_->GetSnapshot("no-such").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(service_->GetSnapshot("").status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto stats = service_->GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->events_total(), 300u);
+  EXPECT_GT(stats->rss_bytes(), 0u);
+}
+
+TEST_F(DaemonTest, EightClientsAtOnceNothingMixed) {
+  constexpr int kClients = 8;
+  constexpr int kSteps = 200;
+  std::vector<std::string> ids(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = NewClient(absl::StrCat("model", i));
+      c->DeclareLayers(Layers(absl::StrCat("m", i)));
+      Stream(*c, 0, kSteps, nullptr);
+      EXPECT_TRUE(c->Close(absl::Seconds(10)).ok());
+      EXPECT_EQ(c->stats().dropped_events, 0u);
+      ids[static_cast<size_t>(i)] = c->session_id();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    const std::string& id = ids[static_cast<size_t>(i)];
+    ASSERT_TRUE(WaitFor([&] {
+      auto s = FindSession(id);
+      return s && s->state() == v1::SESSION_STATE_FINISHED;
+    }));
+    auto snap = service_->GetSnapshot(id);
+    ASSERT_TRUE(snap.ok());
+    EXPECT_EQ(snap->session().identity().model_name(), absl::StrCat("model", i));
+    EXPECT_EQ(snap->session().events(), kSteps * 6u);
+    ASSERT_EQ(snap->record().layers_size(), 3);
+    for (const auto& l : snap->record().layers()) {
+      EXPECT_TRUE(absl::StartsWith(l.full_name(), absl::StrCat("m", i))) << l.full_name();
+      EXPECT_EQ(l.forward_count(), kSteps);
+      EXPECT_EQ(l.backward_count(), kSteps);
+    }
+  }
+  EXPECT_EQ(service_->ListSessions()->sessions_size(), kClients);
+}
+
+TEST_F(DaemonTest, KilledClientIsAbortedWithinOneSecondWithItsLastEvents) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    auto c = NewClient("Doomed");
+    c->DeclareLayers(Layers("d"));
+    Stream(*c, 0, 10, nullptr);
+    const bool flushed = c->Flush(absl::Seconds(5)).ok();
+    const std::string id = c->session_id();
+    const std::string msg = absl::StrCat(flushed ? "ok " : "no ", id);
+    (void)!write(ready[1], msg.data(), msg.size());
+    pause();  // SIGKILLed here.
+    _exit(0);
+  }
+  close(ready[1]);
+  char buf[256] = {};
+  const ssize_t n = read(ready[0], buf, sizeof(buf) - 1);
+  close(ready[0]);
+  ASSERT_GT(n, 3);
+  const std::string msg(buf, static_cast<size_t>(n));
+  ASSERT_TRUE(absl::StartsWith(msg, "ok ")) << msg;
+  const std::string id = msg.substr(3);
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = FindSession(id);
+    return s && s->events() == 60u;
+  }));
+  kill(child, SIGKILL);
+  const absl::Time killed = absl::Now();
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto s = FindSession(id);
+        return s && s->state() == v1::SESSION_STATE_ABORTED;
+      },
+      absl::Seconds(3)));
+  // The final snapshot is on disk within 1 s of the loss.
+  const std::string file = config_.data_dir + "/sessions/" + id + ".json";
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(file); }, absl::Seconds(3)));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(1));
+  absl::StatusOr<TraceRecord> on_disk = ReadTraceFile(file);
+  ASSERT_TRUE(on_disk.ok()) << on_disk.status();
+  ASSERT_EQ(on_disk->layers.size(), 3u);
+  EXPECT_EQ(on_disk->layers[0].forward_count, 10);
+  auto snap = service_->GetSnapshot(id);
+  ASSERT_TRUE(snap.ok());
+  ASSERT_EQ(snap->record().layers_size(), 3);
+  EXPECT_EQ(snap->record().layers(0).forward_count(), 10);
+  EXPECT_EQ(snap->session().state(), v1::SESSION_STATE_ABORTED);
+}
+
+TEST_F(DaemonTest, RestartedDaemonContinuesTheSessionAndCountsTheGap) {
+  auto c = NewClient("Survivor", /*queue_capacity=*/32);
+  c->DeclareLayers(Layers("s"));
+  for (int step = 0; step < 10; ++step) {  // One step (6 events) at a time: the queue holds 32.
+    Stream(*c, step, 1, nullptr);
+    ASSERT_TRUE(c->Flush(absl::Seconds(5)).ok());
+  }
+  const std::string id = c->session_id();
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = FindSession(id);
+    return s && s->events() == 60u;
+  }));
+
+  daemon_->Shutdown();
+  daemon_.reset();
+  // While the daemon is away the client keeps queueing (and, past the queue, dropping).
+  Stream(*c, 10, 10, nullptr);
+  StartDaemon();
+  ASSERT_TRUE(WaitFor([&] { return c->stats().connects >= 2; })) << c->stats().last_error;
+  EXPECT_EQ(c->session_id(), id);
+  ASSERT_TRUE(c->Flush(absl::Seconds(5)).ok());
+  for (int step = 20; step < 30; ++step) {
+    Stream(*c, step, 1, nullptr);
+    ASSERT_TRUE(c->Flush(absl::Seconds(5)).ok());
+  }
+  ASSERT_TRUE(c->Close(absl::Seconds(5)).ok());
+
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = FindSession(id);
+    return s && s->state() == v1::SESSION_STATE_FINISHED;
+  }));
+  auto snap = service_->GetSnapshot(id);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  // Every event the agent produced is either in the trace or counted as dropped.
+  uint64_t in_trace = 0;
+  for (const auto& l : snap->record().layers()) {
+    in_trace += static_cast<uint64_t>(l.forward_count() + l.backward_count());
+  }
+  EXPECT_EQ(in_trace + snap->session().dropped_events(), 180u);
+  EXPECT_GE(in_trace, 120u);                         // Before the restart and after the reconnect.
+  EXPECT_GE(snap->session().dropped_events(), 28u);  // 60 queued while away; room for 32.
+  EXPECT_EQ(snap->session().dropped_events(), c->stats().dropped_events);
+  EXPECT_EQ(snap->session().events(), in_trace);
+  ASSERT_EQ(FindSession(id)->session_id(), id);
+  EXPECT_EQ(service_->ListSessions()->sessions_size(), 1);
+}
+
+// Connects a raw socket to the ingest path.
+int RawConnect(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+
+// Reads until EOF; returns the IngestErrors received (or a marker when the read timed out).
+std::vector<v1::IngestError> ReadErrorsUntilClose(int fd) {
+  std::string in;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  std::vector<v1::IngestError> out;
+  std::string_view rest(in);
+  while (rest.size() >= 4) {
+    const uint32_t len = protocol::wire::GetFrameHeader(rest.data());
+    if (rest.size() < 4 + len) break;
+    v1::DaemonMessage m;
+    if (m.ParseFromArray(rest.data() + 4, static_cast<int>(len)) && m.has_error()) {
+      out.push_back(m.error());
+    }
+    rest.remove_prefix(4 + len);
+  }
+  return out;
+}
+
+TEST_F(DaemonTest, MalformedFramesAreRejectedAndTheDaemonKeepsServing) {
+  auto good = NewClient("Good");
+  good->DeclareLayers(Layers("g"));
+  Stream(*good, 0, 5, nullptr);
+
+  {  // Oversized length.
+    const int fd = RawConnect(config_.socket_path);
+    ASSERT_GE(fd, 0);
+    const char header[4] = {'\xff', '\xff', '\xff', '\x7f'};
+    ASSERT_EQ(write(fd, header, 4), 4);
+    auto errors = ReadErrorsUntilClose(fd);
+    close(fd);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_TRUE(errors[0].fatal());
+    EXPECT_EQ(errors[0].code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  }
+  {  // Garbage payload.
+    const int fd = RawConnect(config_.socket_path);
+    const char frame[9] = {5, 0, 0, 0, '\xff', '\xff', '\xff', '\xff', '\xff'};
+    ASSERT_EQ(write(fd, frame, 9), 9);
+    auto errors = ReadErrorsUntilClose(fd);
+    close(fd);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_TRUE(errors[0].fatal());
+  }
+  {  // Random bytes.
+    const int fd = RawConnect(config_.socket_path);
+    std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    ASSERT_EQ(write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+    auto errors = ReadErrorsUntilClose(fd);
+    close(fd);
+    ASSERT_EQ(errors.size(), 1u);
+  }
+  {  // Truncated: a Hello, then half a frame, then the peer goes away.
+    const int fd = RawConnect(config_.socket_path);
+    v1::AgentMessage hello;
+    hello.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
+    std::string bytes(4, '\0');
+    protocol::wire::PutFrameHeader(static_cast<uint32_t>(hello.ByteSizeLong()), bytes.data());
+    bytes += hello.SerializeAsString();
+    const char partial[6] = {100, 0, 0, 0, 8, 1};
+    bytes.append(partial, 6);
+    ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    shutdown(fd, SHUT_WR);
+    ReadErrorsUntilClose(fd);
+    close(fd);
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = service_->GetStats();
+    return s.ok() && s->rejected_frames() >= 4;
+  })) << service_->GetStats()->DebugString();
+
+  Stream(*good, 5, 5, nullptr);
+  ASSERT_TRUE(good->Close(absl::Seconds(5)).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = FindSession(good->session_id());
+    return s && s->state() == v1::SESSION_STATE_FINISHED && s->events() == 60u;
+  }));
+  EXPECT_EQ(good->stats().daemon_errors, 0u);
+}
+
+TEST_F(DaemonTest, SocketIsGroupOnlyAndASecondInstanceIsRefused) {
+  struct stat st;
+  ASSERT_EQ(stat(config_.socket_path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  ASSERT_EQ(stat(daemon_->config().service_socket_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+
+  DaemonConfig second = config_;
+  second.data_dir = dir_.path() + "/data2";
+  auto d = Daemon::Start(second);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(d.status().message(), "already serving")) << d.status();
+
+  // The real binary says so and exits non-zero, leaving the running daemon's socket alone.
+  const std::string cmd = absl::StrCat(TRACETORCHD_BINARY, " --socket ", config_.socket_path,
+                                       " --data-dir ", dir_.path(), "/data3 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string output;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p) != nullptr) output += buf;
+  const int rc = pclose(p);
+  EXPECT_NE(WEXITSTATUS(rc), 0);
+  EXPECT_TRUE(absl::StrContains(output, "already serving")) << output;
+  auto c = NewClient("StillHere");
+  EXPECT_TRUE(c->WaitUntilConnected(absl::Seconds(5)).ok());
+}
+
+TEST_F(DaemonTest, StaleSocketIsReplaced) {
+  daemon_->Shutdown();
+  daemon_.reset();
+  // Leave a socket file nobody listens on.
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, config_.socket_path.data(), config_.socket_path.size());
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+  StartDaemon();
+  auto c = NewClient("AfterStale");
+  EXPECT_TRUE(c->WaitUntilConnected(absl::Seconds(5)).ok());
+}
+
+TEST_F(DaemonTest, ForkedChildSendsNothingAndDoesNotDeadlock) {
+  auto c = NewClient("Parent");
+  c->DeclareLayers(Layers("p"));
+  ASSERT_TRUE(c->WaitUntilConnected(absl::Seconds(5)).ok());
+  // A thread keeps the client's lock busy so that fork() may copy it held.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> produced{0};
+  std::thread hammer([&] {
+    uint64_t step = 0;
+    while (!stop.load()) {
+      BackwardSample b = MakeBackward(1);
+      if (c->EnqueueBackward({0, step++, b})) produced.fetch_add(1);
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return produced.load() > 1000; }));
+  for (int i = 0; i < 5; ++i) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      alarm(5);  // A deadlock would end the child by SIGALRM, failing the check below.
+      bool ok = !c->EnqueueForward(protocol::ToForwardEvent(0, 0, MakeForward(0, 0)));
+      ok = ok && !c->EnqueueBackward({0, 0, MakeBackward(0)});
+      c->DeclareLayers(Layers("child"));
+      ok = ok && c->Close(absl::Seconds(1)).code() == absl::StatusCode::kFailedPrecondition;
+      ok = ok && c->session_id().empty();
+      c.reset();  // Leaks the copy; must not join or lock.
+      _exit(ok ? 0 : 3);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
+  stop.store(true);
+  hammer.join();
+  ASSERT_TRUE(c->Close(absl::Seconds(5)).ok());
+  const uint64_t sent = c->stats().sent_events;
+  const uint64_t dropped = c->stats().dropped_events;
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = FindSession(c->session_id());
+    return s && s->state() == v1::SESSION_STATE_FINISHED;
+  }));
+  auto list = service_->ListSessions();
+  ASSERT_EQ(list->sessions_size(), 1);  // No session from any child.
+  EXPECT_EQ(list->sessions(0).events(), sent);
+  EXPECT_LE(sent, produced.load());
+  EXPECT_EQ(c->stats().enqueued_events, produced.load());
+  (void)dropped;
+}
+
+TEST_F(DaemonTest, WatchAndDiffRefuseRequestsWithoutTargets) {
+  auto channel = grpc::CreateChannel(absl::StrCat("unix:", daemon_->config().service_socket_path),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::TraceService::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::DiffResponse resp;
+  // Diff is served (diff_service_test.cc); a request without operands is invalid.
+  EXPECT_EQ(stub->Diff(&ctx, v1::DiffRequest(), &resp).error_code(), grpc::INVALID_ARGUMENT);
+  grpc::ClientContext wctx;
+  wctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  auto reader = stub->Watch(&wctx, v1::WatchRequest());
+  v1::WatchUpdate update;
+  EXPECT_FALSE(reader->Read(&update));
+  // Watch is served (watch_integration_test.cc); a request without a target is invalid.
+  EXPECT_EQ(reader->Finish().error_code(), grpc::INVALID_ARGUMENT);
+}
+
+TEST_F(DaemonTest, ShutdownAbortsLiveSessionsAndRemovesSockets) {
+  auto c = NewClient("Live");
+  c->DeclareLayers(Layers("l"));
+  Stream(*c, 0, 3, nullptr);
+  ASSERT_TRUE(c->Flush(absl::Seconds(5)).ok());
+  const std::string id = c->session_id();
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = FindSession(id);
+    return s && s->events() == 18u;
+  }));
+  const std::string service_socket = daemon_->config().service_socket_path;
+  daemon_->Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(config_.socket_path));
+  EXPECT_FALSE(std::filesystem::exists(service_socket));
+  EXPECT_TRUE(std::filesystem::exists(config_.data_dir + "/sessions/" + id + ".json"));
+  EXPECT_TRUE(std::filesystem::exists(config_.data_dir + "/index.json"));
+  EXPECT_EQ(c->Close(absl::Milliseconds(200)).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace tracetorch::daemon

@@ -1,0 +1,116 @@
+// tracetorchd: collects traces from tracetorch agents over a Unix socket and serves them to
+// viewers and tools over gRPC. See daemon.h and deploy/.
+#include <grp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "daemon/server/daemon.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  using tracetorch::daemon::Daemon;
+  using tracetorch::daemon::DaemonConfig;
+
+  CLI::App app{"tracetorchd: the tracetorch collection daemon"};
+  app.set_config("--config", "", "Read options from this TOML/INI file (key = value)");
+  DaemonConfig config;
+  bool system = false;
+  double snapshot_s = 5;
+  std::string group;
+  std::string log_level = "info";
+  app.add_flag("--system", system,
+               "Use the system service's defaults (/run/tracetorch, /var/lib/tracetorch)");
+  app.add_option("--socket", config.socket_path, "Ingest socket for agents")
+      ->envname("TRACETORCH_DAEMON");
+  app.add_option("--service-socket", config.service_socket_path,
+                 "gRPC TraceService socket (default: tracetorchd-rpc.sock beside --socket)");
+  app.add_option("--service-tcp", config.service_tcp_address,
+                 "Also serve TraceService on TCP: PORT (127.0.0.1:PORT) or HOST:PORT (off unless "
+                 "set; needs --token-file; a non-loopback HOST needs --tls-cert/--tls-key)");
+  app.add_option("--token-file", config.service_token_file,
+                 "Bearer token every TCP call must carry (first line of the file; mode 0600)");
+  app.add_option("--tls-cert", config.tls_cert_file, "TLS server certificate chain (PEM) for TCP");
+  app.add_option("--tls-key", config.tls_key_file, "TLS server private key (PEM) for TCP");
+  app.add_option("--tls-client-ca", config.tls_client_ca_file,
+                 "Require TCP clients to present a certificate signed by this CA (PEM)");
+  app.add_option("--data-dir", config.data_dir, "Where snapshots and the session index live");
+  app.add_option("--snapshot-interval", snapshot_s, "Seconds between snapshots of live sessions")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-frame-bytes", config.max_frame_bytes, "Largest ingest frame accepted")
+      ->check(CLI::Range(1024u, 1u << 30));
+  app.add_option("--max-connections", config.max_connections, "Agent connections at once")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-live-sessions", config.sessions.max_live_sessions, "Live sessions at once")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-sessions-in-memory", config.sessions.max_sessions_in_memory,
+                 "Sessions kept in memory; ended ones beyond this are evicted to disk");
+  app.add_option("--max-index-entries", config.sessions.max_index_entries,
+                 "Sessions listed in the index; the oldest ended ones are forgotten")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-layers", config.sessions.session_limits.max_layers,
+                 "Declared layers per session")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--history-steps", config.sessions.session_limits.history_steps,
+                 "Per-layer history points kept for live views")
+      ->check(CLI::Range(4, 1 << 20));
+  app.add_option("--allow-uid", config.allowed_uids,
+                 "Only these uids (and --allow-gid) may stream");
+  app.add_option("--allow-gid", config.allowed_gids,
+                 "Only these gids (and --allow-uid) may stream");
+  app.add_option("--socket-group", group, "Group owning the sockets (mode 0660)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  CLI11_PARSE(app, argc, argv);
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (config.socket_path.empty())
+    config.socket_path = tracetorch::daemon::DefaultSocketPath(system);
+  if (config.data_dir.empty()) config.data_dir = tracetorch::daemon::DefaultDataDir(system);
+  config.snapshot_interval = absl::Seconds(snapshot_s);
+  if (!group.empty()) {
+    const struct group* g = getgrnam(group.c_str());
+    if (g == nullptr) {
+      spdlog::error("unknown group \"{}\"", group);
+      return 2;
+    }
+    config.socket_group = g->gr_gid;
+  }
+
+  if (absl::Status s = tracetorch::daemon::ValidateRemoteAccess(config); !s.ok()) {
+    spdlog::error("tracetorchd: {}", std::string(s.message()));
+    return 2;
+  }
+
+  // Signals are taken synchronously by this thread; every thread started below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(std::move(config));
+  if (!daemon.ok()) {
+    spdlog::error("tracetorchd cannot start: {}", std::string(daemon.status().message()));
+    return 1;
+  }
+  int sig = 0;
+  while (sigwait(&signals, &sig) == 0) {
+    if (sig == SIGHUP) {
+      spdlog::info("SIGHUP: writing snapshots");
+      (*daemon)->sessions().WriteDueSnapshots();
+      continue;
+    }
+    break;
+  }
+  spdlog::info("signal {}: shutting down", sig);
+  (*daemon)->Shutdown();
+  return 0;
+}

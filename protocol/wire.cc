@@ -1,0 +1,483 @@
+#include "protocol/wire.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tracetorch::protocol::wire {
+namespace {
+
+// Protobuf wire types.
+constexpr uint32_t kVarint = 0;
+constexpr uint32_t kFixed64 = 1;
+constexpr uint32_t kLength = 2;
+constexpr uint32_t kFixed32 = 5;
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+
+// Two sinks with the same interface: one counts bytes, one writes them into a pre-sized buffer.
+// Every encoder below is written once, as a template over the sink.
+class Counter {
+ public:
+  void Varint(uint64_t v) { n_ += VarintSize(v); }
+  void Fixed64(uint64_t) { n_ += 8; }
+  void Bytes(std::string_view s) { n_ += s.size(); }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_ = 0;
+};
+
+class Writer {
+ public:
+  explicit Writer(char* p) : p_(p) {}
+  void Varint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<char>(static_cast<uint8_t>(v) | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<char>(v);
+  }
+  void Fixed64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) *p_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  void Bytes(std::string_view s) {
+    if (!s.empty()) std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  char* position() const { return p_; }
+
+ private:
+  char* p_;
+};
+
+template <typename S>
+void Tag(S& s, uint32_t field, uint32_t wire_type) {
+  s.Varint((static_cast<uint64_t>(field) << 3) | wire_type);
+}
+
+// proto3 implicit-presence scalars: omitted when zero.
+template <typename S>
+void UintField(S& s, uint32_t field, uint64_t v) {
+  if (v == 0) return;
+  Tag(s, field, kVarint);
+  s.Varint(v);
+}
+template <typename S>
+void IntField(S& s, uint32_t field, int64_t v) {  // int32/int64: negative values take 10 bytes.
+  UintField(s, field, static_cast<uint64_t>(v));
+}
+template <typename S>
+void SintField(S& s, uint32_t field, int64_t v) {
+  UintField(s, field, ZigZag(v));
+}
+template <typename S>
+void BoolField(S& s, uint32_t field, bool v) {
+  UintField(s, field, v ? 1 : 0);
+}
+template <typename S>
+void StringField(S& s, uint32_t field, std::string_view v) {
+  if (v.empty()) return;
+  Tag(s, field, kLength);
+  s.Varint(v.size());
+  s.Bytes(v);
+}
+template <typename S>
+void DoubleField(S& s, uint32_t field, double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  Tag(s, field, kFixed64);
+  s.Fixed64(bits);
+}
+
+// proto3 `optional` fields: present when set, even when zero.
+template <typename S>
+void OptDouble(S& s, uint32_t field, const std::optional<double>& v) {
+  if (v.has_value()) DoubleField(s, field, *v);
+}
+template <typename S>
+void OptInt(S& s, uint32_t field, const std::optional<int32_t>& v) {
+  if (!v.has_value()) return;
+  Tag(s, field, kVarint);
+  s.Varint(static_cast<uint64_t>(static_cast<int64_t>(*v)));
+}
+template <typename S>
+void OptSint(S& s, uint32_t field, const std::optional<int64_t>& v) {
+  if (!v.has_value()) return;
+  Tag(s, field, kVarint);
+  s.Varint(ZigZag(*v));
+}
+
+// A nested message field: its size first (counted with the same encoder), then its bytes.
+template <typename S, typename Body>
+void MessageField(S& s, uint32_t field, const Body& body) {
+  Counter c;
+  body(c);
+  Tag(s, field, kLength);
+  s.Varint(c.size());
+  body(s);
+}
+
+// ---- Messages ---------------------------------------------------------------------------------
+
+template <typename S>
+void EncodeStats(S& s, const TensorStats& st) {
+  OptDouble(s, 1, st.mean);
+  OptDouble(s, 2, st.std);
+  OptDouble(s, 3, st.min);
+  OptDouble(s, 4, st.max);
+  IntField(s, 5, st.nan_count);
+  IntField(s, 6, st.inf_count);
+}
+
+template <typename S>
+void EncodeTensor(S& s, const WireTensor& t) {
+  if (!t.shape.empty()) {  // Packed repeated int64.
+    size_t bytes = 0;
+    for (int64_t d : t.shape) bytes += VarintSize(static_cast<uint64_t>(d));
+    Tag(s, 1, kLength);
+    s.Varint(bytes);
+    for (int64_t d : t.shape) s.Varint(static_cast<uint64_t>(d));
+  }
+  IntField(s, 2, t.dtype);
+  SintField(s, 3, t.device);
+  if (t.stats.has_value()) {
+    MessageField(s, 4, [&](auto& n) { EncodeStats(n, *t.stats); });
+  }
+}
+
+template <typename S>
+void EncodeForward(S& s, const ForwardEvent& e) {
+  UintField(s, 1, e.layer_id);
+  UintField(s, 2, e.step);
+  OptDouble(s, 3, e.latency_ms);
+  for (const WireTensor& t : e.inputs) {
+    MessageField(s, 4, [&](auto& n) { EncodeTensor(n, t); });
+  }
+  for (const WireTensor& t : e.outputs) {
+    MessageField(s, 5, [&](auto& n) { EncodeTensor(n, t); });
+  }
+  OptSint(s, 6, e.mem_alloc_delta);
+  OptSint(s, 7, e.mem_reserved_delta);
+}
+
+template <typename S>
+void EncodeBackward(S& s, const BackwardEvent& e) {
+  const BackwardSample& b = e.sample;
+  UintField(s, 1, e.layer_id);
+  UintField(s, 2, e.step);
+  OptDouble(s, 3, b.latency_ms);
+  OptDouble(s, 4, b.grad_norm);
+  OptDouble(s, 5, b.grad_mean);
+  BoolField(s, 6, b.grad_has_nan);
+  BoolField(s, 7, b.grad_all_zero);
+  OptDouble(s, 8, b.grad_in_norm);
+  OptDouble(s, 9, b.grad_in_mean);
+  BoolField(s, 10, b.grad_in_has_nan);
+  OptSint(s, 11, b.mem_alloc_delta);
+  OptSint(s, 12, b.mem_reserved_delta);
+}
+
+template <typename S>
+void EncodeIdentity(S& s, const ProcessIdentity& id) {
+  IntField(s, 1, id.pid);
+  StringField(s, 2, id.host);
+  IntField(s, 3, id.start_time_unix_ns);
+  OptInt(s, 4, id.rank);
+  OptInt(s, 5, id.local_rank);
+  OptInt(s, 6, id.world_size);
+  StringField(s, 7, id.job_id);
+  StringField(s, 8, id.model_name);
+  StringField(s, 9, id.torch_version);
+  StringField(s, 10, id.python_version);
+  StringField(s, 11, id.platform);
+  BoolField(s, 12, id.cuda_available);
+  StringField(s, 13, id.cuda_version);
+  StringField(s, 14, id.active_device);
+}
+
+template <typename S>
+void EncodeNanOrigin(S& s, const NanOrigin& o) {
+  StringField(s, 1, o.layer);
+  IntField(s, 2, o.step);
+  BoolField(s, 3, o.is_nan);
+}
+
+// Appends header + AgentMessage{field: body} to `out`.
+template <typename Body>
+void AppendAgentFrame(uint32_t field, const Body& body, std::string* out) {
+  Counter c;
+  MessageField(c, field, body);
+  const size_t start = out->size();
+  out->resize(start + kFrameHeaderBytes + c.size());
+  char* p = out->data() + start;
+  PutFrameHeader(static_cast<uint32_t>(c.size()), p);
+  Writer w(p + kFrameHeaderBytes);
+  MessageField(w, field, body);
+}
+
+// ---- Decoding -----------------------------------------------------------------------------------
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : p_(in.data()), end_(in.data() + in.size()) {}
+  bool done() const { return p_ == end_; }
+  bool Varint(uint64_t* v) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
+      const uint8_t b = static_cast<uint8_t>(*p_++);
+      result |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) {
+        *v = result;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Bytes(size_t n, std::string_view* out) {
+    if (static_cast<size_t>(end_ - p_) < n) return false;
+    *out = std::string_view(p_, n);
+    p_ += n;
+    return true;
+  }
+  // Skips a field's value of `wire_type`.
+  bool Skip(uint32_t wire_type) {
+    uint64_t v;
+    std::string_view ignored;
+    switch (wire_type) {
+      case kVarint:
+        return Varint(&v);
+      case kFixed64:
+        return Bytes(8, &ignored);
+      case kLength:
+        return Varint(&v) && Bytes(v, &ignored);
+      case kFixed32:
+        return Bytes(4, &ignored);
+      default:
+        return false;
+    }
+  }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+// Calls on_field(field, wire_type, reader) for every field; returns false on malformed input.
+template <typename OnField>
+bool ForEachField(std::string_view in, const OnField& on_field) {
+  Reader r(in);
+  while (!r.done()) {
+    uint64_t tag;
+    if (!r.Varint(&tag)) return false;
+    const uint32_t field = static_cast<uint32_t>(tag >> 3);
+    const uint32_t wire_type = static_cast<uint32_t>(tag & 7);
+    if (field == 0 || !on_field(field, wire_type, r)) return false;
+  }
+  return true;
+}
+
+bool ReadLength(Reader& r, std::string_view* out) {
+  uint64_t n;
+  return r.Varint(&n) && r.Bytes(n, out);
+}
+
+}  // namespace
+
+void AppendHelloFrame(const HelloFields& hello, std::string* out) {
+  AppendAgentFrame(
+      1,
+      [&](auto& s) {
+        IntField(s, 1, hello.protocol_version);
+        if (hello.identity != nullptr) {
+          MessageField(s, 2, [&](auto& n) { EncodeIdentity(n, *hello.identity); });
+        }
+        StringField(s, 3, hello.resume_session_id);
+        UintField(s, 4, hello.dropped_events);
+        UintField(s, 5, hello.sent_events);
+      },
+      out);
+}
+
+void AppendLayerTableFrame(absl::Span<const LayerDecl> layers, std::string* out) {
+  AppendAgentFrame(
+      2,
+      [&](auto& s) {
+        for (const LayerDecl& l : layers) {
+          MessageField(s, 1, [&](auto& n) {
+            UintField(n, 1, l.id);
+            StringField(n, 2, l.info.name);
+            StringField(n, 3, l.info.type);
+            StringField(n, 4, l.info.full_name);
+            IntField(n, 5, l.info.depth);
+            IntField(n, 6, l.info.params);
+          });
+        }
+      },
+      out);
+}
+
+void AppendHeartbeatFrame(int64_t unix_ns, uint64_t dropped_events, std::string* out) {
+  AppendAgentFrame(
+      4,
+      [&](auto& s) {
+        IntField(s, 1, unix_ns);
+        UintField(s, 2, dropped_events);
+      },
+      out);
+}
+
+void AppendEndFrame(std::optional<double> total_time_ms, uint64_t dropped_events,
+                    uint64_t hook_errors, std::string* out) {
+  AppendAgentFrame(
+      5,
+      [&](auto& s) {
+        OptDouble(s, 1, total_time_ms);
+        UintField(s, 2, dropped_events);
+        UintField(s, 3, hook_errors);
+      },
+      out);
+}
+
+BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const ForwardEvent> forward,
+                                  absl::Span<const BackwardEvent> backward,
+                                  uint32_t max_frame_bytes, std::string* out) {
+  BatchResult result;
+  // Each event's body size is computed once, here, and reused for its length prefix and for the
+  // enclosing messages' sizes (nested MessageField would recount every level).
+  thread_local std::vector<uint32_t> f_sizes;
+  thread_local std::vector<uint32_t> b_sizes;
+  f_sizes.clear();
+  b_sizes.clear();
+  Counter fixed;
+  UintField(fixed, 1, batch.sequence);
+  UintField(fixed, 4, batch.dropped_events);
+  if (batch.nan_origin != nullptr) {
+    MessageField(fixed, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
+  }
+  // The AgentMessage wrapper: tag + up to 5 bytes of length.
+  const size_t base = fixed.size() + 1 + 5;
+  size_t used = base;
+
+  size_t f_begin = 0;
+  size_t f_end = 0;
+  for (; f_end < forward.size(); ++f_end) {
+    Counter c;
+    EncodeForward(c, forward[f_end]);
+    const size_t field = 1 + VarintSize(c.size()) + c.size();
+    if (used + field > max_frame_bytes) {
+      if (f_end == f_begin && used == base) {  // Alone it does not fit: skip it.
+        ++f_begin;
+        ++result.forward_oversized;
+        continue;
+      }
+      break;
+    }
+    used += field;
+    f_sizes.push_back(static_cast<uint32_t>(c.size()));
+  }
+  size_t b_end = 0;
+  if (f_end == forward.size()) {
+    for (; b_end < backward.size(); ++b_end) {
+      Counter c;
+      EncodeBackward(c, backward[b_end]);
+      const size_t field = 1 + VarintSize(c.size()) + c.size();
+      if (used + field > max_frame_bytes) break;
+      used += field;
+      b_sizes.push_back(static_cast<uint32_t>(c.size()));
+    }
+  }
+  result.forward_used = f_end;
+  result.backward_used = b_end;
+  if (f_end == f_begin && b_end == 0 && batch.nan_origin == nullptr) return result;
+
+  const size_t batch_size = used - base + fixed.size();
+  const size_t payload = 1 + VarintSize(batch_size) + batch_size;
+  const size_t start = out->size();
+  out->resize(start + kFrameHeaderBytes + payload);
+  char* p = out->data() + start;
+  PutFrameHeader(static_cast<uint32_t>(payload), p);
+  Writer w(p + kFrameHeaderBytes);
+  Tag(w, 3, kLength);
+  w.Varint(batch_size);
+  UintField(w, 1, batch.sequence);
+  for (size_t i = f_begin; i < f_end; ++i) {
+    Tag(w, 2, kLength);
+    w.Varint(f_sizes[i - f_begin]);
+    EncodeForward(w, forward[i]);
+  }
+  for (size_t i = 0; i < b_end; ++i) {
+    Tag(w, 3, kLength);
+    w.Varint(b_sizes[i]);
+    EncodeBackward(w, backward[i]);
+  }
+  UintField(w, 4, batch.dropped_events);
+  if (batch.nan_origin != nullptr) {
+    MessageField(w, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
+  }
+  return result;
+}
+
+absl::StatusOr<DaemonReply> ParseDaemonReply(std::string_view payload) {
+  DaemonReply reply;
+  const bool ok = ForEachField(payload, [&](uint32_t field, uint32_t wt, Reader& r) {
+    if ((field == 1 || field == 2) && wt == kLength) {
+      std::string_view body;
+      if (!ReadLength(r, &body)) return false;
+      if (field == 1) {
+        reply.kind = DaemonReply::Kind::kWelcome;
+        return ForEachField(body, [&](uint32_t f, uint32_t w, Reader& rr) {
+          uint64_t v;
+          std::string_view sv;
+          if (f == 1 && w == kLength) {
+            if (!ReadLength(rr, &sv)) return false;
+            reply.session_id = std::string(sv);
+            return true;
+          }
+          if (f == 2 && w == kVarint) {
+            if (!rr.Varint(&v)) return false;
+            reply.resumed = v != 0;
+            return true;
+          }
+          return rr.Skip(w);
+        });
+      }
+      reply.kind = DaemonReply::Kind::kError;
+      return ForEachField(body, [&](uint32_t f, uint32_t w, Reader& rr) {
+        uint64_t v;
+        std::string_view sv;
+        if (f == 1 && w == kLength) {
+          if (!ReadLength(rr, &sv)) return false;
+          reply.message = std::string(sv);
+          return true;
+        }
+        if ((f == 2 || f == 3) && w == kVarint) {
+          if (!rr.Varint(&v)) return false;
+          if (f == 2) reply.code = static_cast<int32_t>(v);
+          if (f == 3) reply.fatal = v != 0;
+          return true;
+        }
+        return rr.Skip(w);
+      });
+    }
+    return r.Skip(wt);
+  });
+  if (!ok) return absl::InvalidArgumentError("malformed DaemonMessage from tracetorchd");
+  return reply;
+}
+
+}  // namespace tracetorch::protocol::wire

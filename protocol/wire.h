@@ -1,0 +1,95 @@
+// The ingest protocol's framing and a hand-written protobuf encoder for the agent's messages.
+//
+// Frames (see agent.proto, "Transport (ingest)"): a u32 little-endian payload length, then the
+// payload, a serialized tracetorch.v1.AgentMessage or DaemonMessage. The encoder below writes the
+// exact protobuf wire format of agent.proto (tests parse its output with the generated code), so
+// the client library needs neither libprotobuf nor gRPC at run time and encoding a batch does not
+// allocate once the output buffer has grown.
+//
+// Internal to the client library (and its tests). Thread-compatible: no shared state.
+#ifndef TRACETORCH_PROTOCOL_WIRE_H_
+#define TRACETORCH_PROTOCOL_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "protocol/events.h"
+#include "trace/record.h"
+
+namespace tracetorch::protocol::wire {
+
+inline constexpr size_t kFrameHeaderBytes = 4;
+inline constexpr uint32_t kDefaultMaxFrameBytes = 16u << 20;
+inline constexpr int32_t kProtocolVersion = 1;  // tracetorch.v1.PROTOCOL_VERSION_1
+
+inline void PutFrameHeader(uint32_t length, char* out) {
+  out[0] = static_cast<char>(length & 0xff);
+  out[1] = static_cast<char>((length >> 8) & 0xff);
+  out[2] = static_cast<char>((length >> 16) & 0xff);
+  out[3] = static_cast<char>((length >> 24) & 0xff);
+}
+
+inline uint32_t GetFrameHeader(const char* in) {
+  const auto* p = reinterpret_cast<const unsigned char*>(in);
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+struct HelloFields {
+  const ProcessIdentity* identity = nullptr;  // Required.
+  std::string_view resume_session_id;
+  uint64_t dropped_events = 0;
+  uint64_t sent_events = 0;
+  int32_t protocol_version = kProtocolVersion;
+};
+
+// Each Append*Frame appends one complete frame (header and AgentMessage) to `*out`.
+void AppendHelloFrame(const HelloFields& hello, std::string* out);
+void AppendLayerTableFrame(absl::Span<const LayerDecl> layers, std::string* out);
+void AppendHeartbeatFrame(int64_t unix_ns, uint64_t dropped_events, std::string* out);
+void AppendEndFrame(std::optional<double> total_time_ms, uint64_t dropped_events,
+                    uint64_t hook_errors, std::string* out);
+
+struct BatchFields {
+  uint64_t sequence = 0;
+  uint64_t dropped_events = 0;
+  const NanOrigin* nan_origin = nullptr;  // Optional.
+};
+
+struct BatchResult {
+  size_t forward_used = 0;       // A prefix of `forward` went into the frame...
+  size_t backward_used = 0;      // ...and a prefix of `backward`.
+  size_t forward_oversized = 0;  // Leading events skipped because one alone exceeds the limit.
+};
+
+// Appends one EventBatch frame holding as many leading events of `forward`, then `backward`, as fit
+// in `max_frame_bytes` (payload bytes). A single event larger than the limit is skipped and counted
+// in forward_oversized (backward events are small and fixed-size). Appends nothing when no event
+// fits or both spans are empty and there is no nan_origin.
+BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const ForwardEvent> forward,
+                                  absl::Span<const BackwardEvent> backward,
+                                  uint32_t max_frame_bytes, std::string* out);
+
+// A decoded DaemonMessage.
+struct DaemonReply {
+  enum class Kind { kUnknown, kWelcome, kError };
+  Kind kind = Kind::kUnknown;
+  std::string session_id;  // Welcome
+  bool resumed = false;    // Welcome
+  std::string message;     // IngestError
+  int32_t code = 0;        // IngestError: an absl::StatusCode value.
+  bool fatal = false;      // IngestError
+};
+
+// Parses a DaemonMessage payload (without the frame header). InvalidArgument when it is not valid
+// protobuf wire format; unknown fields are skipped.
+absl::StatusOr<DaemonReply> ParseDaemonReply(std::string_view payload);
+
+}  // namespace tracetorch::protocol::wire
+
+#endif  // TRACETORCH_PROTOCOL_WIRE_H_
