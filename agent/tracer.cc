@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/log.h"
+#include "guest/log.h"
 
 namespace tracetorch::agent {
 
@@ -243,7 +243,7 @@ void Tracer::SetMetadata(TraceMetadata metadata) {
 
 void Tracer::CountError(std::string_view cause, std::string_view message) {
   ++hook_errors_;
-  WarnOnce(cause,
+  guest::WarnOnce(cause,
            absl::StrCat("tracetorch: hook error (", std::string(cause), "): ", std::string(message),
                         "; tracing continues, later errors of this kind are only counted "
                         "in metadata hook_errors"));

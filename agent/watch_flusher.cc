@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/log.h"
+#include "guest/log.h"
 #include "trace/json.h"
 
 namespace tracetorch::agent {
@@ -65,7 +65,7 @@ void WatchFlusher::Run() {
       continue;
     }
     errors_.fetch_add(1, std::memory_order_relaxed);
-    WarnOnce(absl::StrCat("watch_flush:", absl::StatusCodeToString(status.code())),
+    guest::WarnOnce(absl::StrCat("watch_flush:", absl::StatusCodeToString(status.code())),
              absl::StrCat("tracetorch: cannot write watch file ", path_, ": ", status.ToString(),
                           " (retrying with backoff)"));
     wait = std::min(wait * 2, kMaxBackoff);

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "guest/backoff.h"
 #include "protocol/address.h"
 #include "protocol/wire.h"
 
@@ -37,18 +38,6 @@ using protocol::LayerDecl;
 namespace wire = protocol::wire;
 
 namespace {
-
-// Bumped in the child after every fork(); a client created in generation g is inert when the
-// current generation differs.
-std::atomic<uint64_t> g_fork_generation{0};
-
-void OnForkChild() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
-
-uint64_t ForkGeneration() {
-  static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
-  return g_fork_generation.load(std::memory_order_relaxed);
-}
 
 constexpr absl::Duration kPollSlice = absl::Milliseconds(50);
 constexpr size_t kLayersPerTableFrame = 4096;
@@ -62,33 +51,6 @@ int PollTimeoutMs(absl::Time deadline) {
   if (left < absl::ZeroDuration()) return 0;
   return static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
 }
-
-// Exponential backoff, jittered +/-25%, capped.
-class Backoff {
- public:
-  Backoff(absl::Duration initial, absl::Duration max)
-      : initial_(initial),
-        max_(max),
-        current_(initial),
-        state_(static_cast<uint64_t>(absl::GetCurrentTimeNanos()) ^
-               (static_cast<uint64_t>(getpid()) << 32) ^ 0x9e3779b97f4a7c15ull) {}
-  absl::Duration Next() {
-    state_ ^= state_ << 13;
-    state_ ^= state_ >> 7;
-    state_ ^= state_ << 17;
-    const double jitter = 0.75 + 0.5 * static_cast<double>(state_ % 1000) / 1000.0;
-    absl::Duration out = current_ * jitter;
-    current_ = std::min(current_ * 2, max_);
-    return out;
-  }
-  void Reset() { current_ = initial_; }
-
- private:
-  const absl::Duration initial_;
-  const absl::Duration max_;
-  absl::Duration current_;
-  uint64_t state_;
-};
 
 }  // namespace
 
@@ -225,7 +187,7 @@ class DaemonClient::Impl {
   // ---- Sender thread ----
 
   void Run() {
-    Backoff backoff(options_.initial_backoff, options_.max_backoff);
+    guest::Backoff backoff({.initial = options_.initial_backoff, .max = options_.max_backoff});
     absl::Time last_write = absl::Now();
     while (true) {
       try {
@@ -244,7 +206,7 @@ class DaemonClient::Impl {
   }
 
   // One round of the sender loop; false when the sender should exit.
-  bool Step(Backoff& backoff, absl::Time* last_write) {
+  bool Step(guest::Backoff& backoff, absl::Time* last_write) {
     bool closing;
     absl::Time deadline;
     {
@@ -669,11 +631,10 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(DaemonClientO
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(impl)));
 }
 
-DaemonClient::DaemonClient(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)), fork_generation_(ForkGeneration()) {}
+DaemonClient::DaemonClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 DaemonClient::~DaemonClient() {
-  if (ForkGeneration() != fork_generation_) {
+  if (owner_.InForkedChild()) {
     // A forked child: the sender thread does not exist here and the mutex may be held by a thread
     // of the parent that was copied mid-call. Touch nothing; leak the copy.
     (void)impl_.release();
@@ -683,58 +644,58 @@ DaemonClient::~DaemonClient() {
 }
 
 void DaemonClient::DeclareLayers(absl::Span<const LayerDecl> layers) {
-  if (ForkGeneration() != fork_generation_) return;
+  if (owner_.InForkedChild()) return;
   impl_->DeclareLayers(layers);
 }
 
 bool DaemonClient::EnqueueForward(ForwardEvent event) {
-  if (ForkGeneration() != fork_generation_) return false;
+  if (owner_.InForkedChild()) return false;
   return impl_->EnqueueForward(std::move(event));
 }
 
 bool DaemonClient::EnqueueBackward(const BackwardEvent& event) {
-  if (ForkGeneration() != fork_generation_) return false;
+  if (owner_.InForkedChild()) return false;
   return impl_->EnqueueBackward(event);
 }
 
 void DaemonClient::SetNanOrigin(const NanOrigin& origin) {
-  if (ForkGeneration() != fork_generation_) return;
+  if (owner_.InForkedChild()) return;
   impl_->SetNanOrigin(origin);
 }
 
 void DaemonClient::SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors) {
-  if (ForkGeneration() != fork_generation_) return;
+  if (owner_.InForkedChild()) return;
   impl_->SetEndInfo(total_time_ms, hook_errors);
 }
 
 absl::Status DaemonClient::Flush(absl::Duration timeout) {
-  if (ForkGeneration() != fork_generation_) {
+  if (owner_.InForkedChild()) {
     return absl::FailedPreconditionError("tracetorchd client used in a forked child");
   }
   return impl_->Flush(timeout);
 }
 
 absl::Status DaemonClient::WaitUntilConnected(absl::Duration timeout) {
-  if (ForkGeneration() != fork_generation_) {
+  if (owner_.InForkedChild()) {
     return absl::FailedPreconditionError("tracetorchd client used in a forked child");
   }
   return impl_->WaitUntilConnected(timeout);
 }
 
 absl::Status DaemonClient::Close(absl::Duration wait) {
-  if (ForkGeneration() != fork_generation_) {
+  if (owner_.InForkedChild()) {
     return absl::FailedPreconditionError("tracetorchd client used in a forked child");
   }
   return impl_->Close(wait);
 }
 
 std::string DaemonClient::session_id() const {
-  if (ForkGeneration() != fork_generation_) return "";
+  if (owner_.InForkedChild()) return "";
   return impl_->session_id();
 }
 
 DaemonClientStats DaemonClient::stats() const {
-  if (ForkGeneration() != fork_generation_) return {};
+  if (owner_.InForkedChild()) return {};
   return impl_->stats();
 }
 

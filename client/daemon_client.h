@@ -14,7 +14,7 @@
 // false, Close returns FailedPrecondition) without touching the parent's socket, thread or mutex
 // state; the destructor leaks the copy instead of joining a thread that does not exist in the
 // child. The parent is unaffected. (A pthread_atfork child handler bumps a generation counter; each
-// call compares it with one relaxed atomic load.)
+// call compares it with one relaxed atomic load: guest/fork.h.)
 //
 // Thread-safe: every method may be called from any thread.
 //
@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "guest/fork.h"
 #include "protocol/events.h"
 #include "trace/record.h"
 
@@ -123,7 +124,7 @@ class DaemonClient {
   explicit DaemonClient(std::unique_ptr<Impl> impl);
 
   std::unique_ptr<Impl> impl_;
-  const uint64_t fork_generation_;  // The process generation this client belongs to.
+  const guest::ForkOwner owner_;  // Inert in a forked child.
 };
 
 }  // namespace tracetorch::client

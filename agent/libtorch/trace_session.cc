@@ -20,7 +20,7 @@
 #include "agent/daemon_sink.h"
 #include "agent/libtorch/capture_engine.h"
 #include "agent/libtorch/module_tree.h"
-#include "agent/log.h"
+#include "guest/log.h"
 #include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
@@ -286,7 +286,7 @@ absl::Status TraceSession::Stop() {
     if (absl::Status s = sink->Close(total_ms, static_cast<uint64_t>(impl_->tracer->hook_errors()),
                                      kDaemonCloseWait);
         !s.ok()) {
-      agent::WarnOnce(
+      guest::WarnOnce(
           "libtorch_daemon_close",
           absl::StrCat("tracetorch: the daemon stream did not complete: ", s.ToString()));
     }

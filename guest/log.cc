@@ -1,4 +1,4 @@
-#include "agent/log.h"
+#include "guest/log.h"
 
 #include <string>
 
@@ -7,7 +7,7 @@
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
-namespace tracetorch::agent {
+namespace tracetorch::guest {
 namespace {
 
 constexpr char kLoggerName[] = "tracetorch";
@@ -29,7 +29,7 @@ std::shared_ptr<spdlog::logger> MakeLogger() {
 
 }  // namespace
 
-std::shared_ptr<spdlog::logger> AgentLogger() {
+std::shared_ptr<spdlog::logger> Logger() {
   // Leaked on purpose: hooks may log during interpreter shutdown.
   static const auto* const logger = new std::shared_ptr<spdlog::logger>(MakeLogger());
   return *logger;
@@ -42,8 +42,8 @@ bool WarnOnce(std::string_view cause, std::string_view message) {
     absl::MutexLock lock(mu);
     if (seen->size() >= kMaxCauses || !seen->emplace(cause).second) return false;
   }
-  AgentLogger()->warn("{}", message);
+  Logger()->warn("{}", message);
   return true;
 }
 
-}  // namespace tracetorch::agent
+}  // namespace tracetorch::guest
