@@ -22,6 +22,7 @@
 #include "simdjson.h"
 #include "trace/atomic_file.h"
 #include "trace/diff.h"
+#include "trace/json_writer.h"
 #include "trace/record.h"
 
 namespace tracetorch {
@@ -162,412 +163,7 @@ int FindField(const std::string_view (&names)[N], std::string_view key, int gues
   return -1;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Writing.
-
-constexpr char kHexDigits[] = "0123456789abcdef";
-
-char* PutUnicodeEscape(uint32_t unit, char* o) {
-  o[0] = '\\';
-  o[1] = 'u';
-  o[2] = kHexDigits[(unit >> 12) & 0xF];
-  o[3] = kHexDigits[(unit >> 8) & 0xF];
-  o[4] = kHexDigits[(unit >> 4) & 0xF];
-  o[5] = kHexDigits[unit & 0xF];
-  return o + 6;
-}
-
-// Decodes one UTF-8 sequence starting at s[i]; returns its length, or 0 if it is not valid UTF-8.
-size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b0 = byte(i);
-  const size_t left = s.size() - i;
-  const auto cont = [&](size_t k) { return k < s.size() && (byte(k) & 0xC0) == 0x80; };
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    if (left < 2 || !cont(i + 1)) return 0;
-    *cp = ((b0 & 0x1Fu) << 6) | (byte(i + 1) & 0x3Fu);
-    return 2;
-  }
-  if (b0 >= 0xE0 && b0 <= 0xEF) {
-    if (left < 3 || !cont(i + 1) || !cont(i + 2)) return 0;
-    const unsigned char b1 = byte(i + 1);
-    if (b0 == 0xE0 && b1 < 0xA0) return 0;  // Overlong.
-    if (b0 == 0xED && b1 > 0x9F) return 0;  // Surrogate.
-    *cp = ((b0 & 0x0Fu) << 12) | ((b1 & 0x3Fu) << 6) | (byte(i + 2) & 0x3Fu);
-    return 3;
-  }
-  if (b0 >= 0xF0 && b0 <= 0xF4) {
-    if (left < 4 || !cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
-    const unsigned char b1 = byte(i + 1);
-    if (b0 == 0xF0 && b1 < 0x90) return 0;  // Overlong.
-    if (b0 == 0xF4 && b1 > 0x8F) return 0;  // Above U+10FFFF.
-    *cp = ((b0 & 0x07u) << 18) | ((b1 & 0x3Fu) << 12) | ((byte(i + 2) & 0x3Fu) << 6) |
-          (byte(i + 3) & 0x3Fu);
-    return 4;
-  }
-  return 0;
-}
-
-// The most bytes PutDouble writes ("-1.2345678901234567e-308" is 24).
-constexpr size_t kMaxDoubleChars = 32;
-
-// Python's repr(float): shortest round-trip digits, positional for 1e-4 <= |v| < 1e16 (always with
-// a fractional part: "20.0"), scientific otherwise ("1e-05", "1.5e+16"). Non-finite -> null.
-// Writes at most kMaxDoubleChars bytes at `o`; returns the end.
-char* PutDouble(double value, char* o) {
-  if (!std::isfinite(value)) {
-    std::memcpy(o, "null", 4);
-    return o + 4;
-  }
-  char sci[40];
-  const auto [end, ec] =
-      std::to_chars(sci, sci + sizeof(sci), value, std::chars_format::scientific);
-  if (ec != std::errc()) {  // Cannot happen with this buffer size; stay valid JSON regardless.
-    std::memcpy(o, "null", 4);
-    return o + 4;
-  }
-  // sci is "[-]d[.ddd]e(+|-)XX".
-  const char* p = sci;
-  if (*p == '-') *o++ = *p++;
-  char digits[24];
-  int n_digits = 0;
-  digits[n_digits++] = *p++;
-  if (*p == '.') {
-    ++p;
-    while (*p != 'e') digits[n_digits++] = *p++;
-  }
-  ++p;  // 'e'
-  const bool negative_exponent = *p == '-';
-  ++p;  // sign
-  int exponent = 0;
-  while (p < end) exponent = exponent * 10 + (*p++ - '0');
-  if (negative_exponent) exponent = -exponent;
-
-  if (exponent >= -4 && exponent < 16) {
-    if (exponent >= 0) {
-      const int int_digits = exponent + 1;
-      for (int i = 0; i < int_digits; ++i) *o++ = i < n_digits ? digits[i] : '0';
-      *o++ = '.';
-      if (n_digits > int_digits) {
-        for (int i = int_digits; i < n_digits; ++i) *o++ = digits[i];
-      } else {
-        *o++ = '0';
-      }
-    } else {
-      *o++ = '0';
-      *o++ = '.';
-      for (int i = 0; i < -exponent - 1; ++i) *o++ = '0';
-      for (int i = 0; i < n_digits; ++i) *o++ = digits[i];
-    }
-  } else {
-    *o++ = digits[0];
-    if (n_digits > 1) {
-      *o++ = '.';
-      for (int i = 1; i < n_digits; ++i) *o++ = digits[i];
-    }
-    *o++ = 'e';
-    *o++ = exponent < 0 ? '-' : '+';
-    const int mag = exponent < 0 ? -exponent : exponent;
-    if (mag < 10) *o++ = '0';
-    o = std::to_chars(o, o + 4, mag).ptr;
-  }
-  return o;
-}
-
-void AppendDouble(double value, std::string* out) {
-  char buf[kMaxDoubleChars];
-  out->append(buf, PutDouble(value, buf) - buf);
-}
-
-// The most bytes PutJsonString writes for `n` input bytes: every byte may become "\u00XX".
-constexpr size_t MaxEscapedSize(size_t n) { return 6 * n + 2; }
-
-// Writes `value` as a quoted JSON string, ASCII only like Python's json.dump(ensure_ascii=True):
-// non-ASCII characters become \uXXXX (surrogate pairs above U+FFFF), bytes that are not UTF-8
-// become \ufffd. Needs MaxEscapedSize(value.size()) bytes at `o`; returns the end.
-char* PutJsonString(std::string_view value, char* o) {
-  *o++ = '"';
-  const char* const data = value.data();
-  const size_t n = value.size();
-  size_t run = 0;  // Start of the pending run of bytes that need no escaping.
-  size_t i = 0;
-  while (i < n) {
-    const auto c = static_cast<unsigned char>(data[i]);
-    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-      ++i;
-      continue;
-    }
-    std::memcpy(o, data + run, i - run);
-    o += i - run;
-    size_t consumed = 1;
-    switch (c) {
-      case '"':
-        *o++ = '\\';
-        *o++ = '"';
-        break;
-      case '\\':
-        *o++ = '\\';
-        *o++ = '\\';
-        break;
-      case '\n':
-        *o++ = '\\';
-        *o++ = 'n';
-        break;
-      case '\r':
-        *o++ = '\\';
-        *o++ = 'r';
-        break;
-      case '\t':
-        *o++ = '\\';
-        *o++ = 't';
-        break;
-      case '\b':
-        *o++ = '\\';
-        *o++ = 'b';
-        break;
-      case '\f':
-        *o++ = '\\';
-        *o++ = 'f';
-        break;
-      default:
-        if (c < 0x20) {
-          o = PutUnicodeEscape(c, o);
-        } else {
-          uint32_t cp = 0;
-          const size_t len = DecodeUtf8(value, i, &cp);
-          if (len == 0) {
-            o = PutUnicodeEscape(0xFFFD, o);  // Not UTF-8: one replacement per bad byte.
-          } else if (cp >= 0x10000) {
-            cp -= 0x10000;
-            o = PutUnicodeEscape(0xD800 + (cp >> 10), o);
-            o = PutUnicodeEscape(0xDC00 + (cp & 0x3FF), o);
-            consumed = len;
-          } else {
-            o = PutUnicodeEscape(cp, o);
-            consumed = len;
-          }
-        }
-    }
-    i += consumed;
-    run = i;
-  }
-  std::memcpy(o, data + run, n - run);
-  o += n - run;
-  *o++ = '"';
-  return o;
-}
-
-// Emits JSON with Python's json.dump layout: `indent` spaces per level, "key": value, one element
-// per line, "[]"/"{}" for empty containers; indent 0 writes one line without spaces.
-//
-// Appends to a string through a raw cursor: each call reserves the most it can write, then stores
-// bytes without per-byte bounds checks. Call Finish() before using the string.
-class Writer {
- public:
-  Writer(int indent, std::string* out)
-      : indent_(indent > 0 ? indent : 0), out_(out), pos_(out->data() + out->size()), end_(pos_) {}
-  Writer(const Writer&) = delete;
-  Writer& operator=(const Writer&) = delete;
-
-  // Makes room for about `n` bytes up front, to avoid growing the string step by step.
-  void Reserve(size_t n) { Ensure(n); }
-
-  // Trims the string to what was written.
-  void Finish() {
-    out_->resize(pos_ - out_->data());
-    pos_ = end_ = out_->data() + out_->size();
-  }
-
-  void BeginObject() { Open('{'); }
-  void EndObject() { Close('}'); }
-  void BeginArray() { Open('['); }
-  void EndArray() { Close(']'); }
-
-  // An object key that needs no escaping (our field names).
-  void PlainKey(std::string_view key) {
-    Ensure(SeparatorSize() + key.size() + 4);
-    Separate();
-    *pos_++ = '"';
-    std::memcpy(pos_, key.data(), key.size());
-    pos_ += key.size();
-    *pos_++ = '"';
-    *pos_++ = ':';
-    if (indent_) *pos_++ = ' ';
-    after_key_ = true;
-  }
-  void Key(std::string_view key) {
-    Ensure(SeparatorSize() + MaxEscapedSize(key.size()) + 2);
-    Separate();
-    pos_ = PutJsonString(key, pos_);
-    *pos_++ = ':';
-    if (indent_) *pos_++ = ' ';
-    after_key_ = true;
-  }
-
-  void Null() { Literal("null"); }
-  void Bool(bool value) { Literal(value ? std::string_view("true") : std::string_view("false")); }
-  void Int(int64_t value) {
-    Ensure(SeparatorSize() + 24);
-    BeginValue();
-    pos_ = std::to_chars(pos_, pos_ + 24, value).ptr;
-  }
-  void UInt(uint64_t value) {
-    Ensure(SeparatorSize() + 24);
-    BeginValue();
-    pos_ = std::to_chars(pos_, pos_ + 24, value).ptr;
-  }
-  void Double(double value) {
-    Ensure(SeparatorSize() + kMaxDoubleChars);
-    BeginValue();
-    pos_ = PutDouble(value, pos_);
-  }
-  void String(std::string_view value) {
-    Ensure(SeparatorSize() + MaxEscapedSize(value.size()));
-    BeginValue();
-    pos_ = PutJsonString(value, pos_);
-  }
-  void OptDouble(const std::optional<double>& value) {
-    if (value) {
-      Double(*value);
-    } else {
-      Null();
-    }
-  }
-  void OptInt(const std::optional<int64_t>& value) {
-    if (value) {
-      Int(*value);
-    } else {
-      Null();
-    }
-  }
-
-  // A value given as JSON text (TraceMetadata::extra), laid out like the rest of the document.
-  // Whitespace outside strings is dropped; the text is otherwise trusted to be valid JSON.
-  void RawValue(std::string_view json) {
-    if (json.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-      Null();
-      return;
-    }
-    Ensure(SeparatorSize());
-    BeginValue();
-    int level = static_cast<int>(counts_.size());
-    for (size_t i = 0; i < json.size(); ++i) {
-      Ensure(NewlineSize(level + 1) + 2);
-      const char c = json[i];
-      switch (c) {
-        case ' ':
-        case '\t':
-        case '\r':
-        case '\n':
-          break;
-        case '"': {
-          const size_t start = i++;
-          while (i < json.size() && json[i] != '"') {
-            if (json[i] == '\\') ++i;
-            ++i;
-          }
-          const std::string_view literal = json.substr(start, i - start + 1);
-          Ensure(literal.size());
-          std::memcpy(pos_, literal.data(), literal.size());
-          pos_ += literal.size();
-          break;
-        }
-        case '{':
-        case '[': {
-          const size_t next = json.find_first_not_of(" \t\r\n", i + 1);
-          const char close = c == '{' ? '}' : ']';
-          *pos_++ = c;
-          if (next != std::string_view::npos && json[next] == close) {
-            *pos_++ = close;
-            i = next;
-          } else {
-            Newline(++level);
-          }
-          break;
-        }
-        case '}':
-        case ']':
-          Newline(--level);
-          *pos_++ = c;
-          break;
-        case ',':
-          *pos_++ = ',';
-          Newline(level);
-          break;
-        case ':':
-          *pos_++ = ':';
-          if (indent_) *pos_++ = ' ';
-          break;
-        default:
-          *pos_++ = c;
-      }
-    }
-  }
-
- private:
-  // Makes room for `n` more bytes.
-  void Ensure(size_t n) {
-    if (static_cast<size_t>(end_ - pos_) >= n) return;
-    const size_t used = pos_ - out_->data();
-    out_->resize(std::max(out_->size() * 2, used + n + 4096));
-    pos_ = out_->data() + used;
-    end_ = out_->data() + out_->size();
-  }
-  size_t NewlineSize(int level) const {
-    return indent_ ? 1 + static_cast<size_t>(level) * indent_ : 0;
-  }
-  // The most Separate() writes.
-  size_t SeparatorSize() const { return 1 + NewlineSize(static_cast<int>(counts_.size())); }
-
-  void Literal(std::string_view text) {
-    Ensure(SeparatorSize() + text.size());
-    BeginValue();
-    std::memcpy(pos_, text.data(), text.size());
-    pos_ += text.size();
-  }
-  void Open(char c) {
-    Ensure(SeparatorSize() + 1);
-    BeginValue();
-    *pos_++ = c;
-    counts_.push_back(0);
-  }
-  void Close(char c) {
-    const int count = counts_.back();
-    counts_.pop_back();
-    Ensure(NewlineSize(static_cast<int>(counts_.size())) + 1);
-    if (count > 0) Newline(static_cast<int>(counts_.size()));
-    *pos_++ = c;
-  }
-  // REQUIRES: SeparatorSize() bytes of room.
-  void BeginValue() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    Separate();
-  }
-  void Separate() {
-    if (counts_.empty()) return;
-    if (counts_.back()++ > 0) *pos_++ = ',';
-    Newline(static_cast<int>(counts_.size()));
-  }
-  void Newline(int level) {
-    if (indent_ == 0) return;
-    *pos_++ = '\n';
-    const size_t spaces = static_cast<size_t>(level) * indent_;
-    std::memset(pos_, ' ', spaces);
-    pos_ += spaces;
-  }
-
-  const int indent_;
-  std::string* const out_;
-  char* pos_;                // Next byte to write, within *out_.
-  char* end_;                // End of *out_'s current size.
-  std::vector<int> counts_;  // Elements written so far, per open container.
-  bool after_key_ = false;
-};
-
-void WriteDetails(const Details& details, Writer& w) {
+void WriteDetails(const Details& details, JsonWriter& w) {
   w.BeginObject();
   for (const auto& [key, value] : details) {
     w.Key(key);
@@ -595,7 +191,7 @@ void WriteDetails(const Details& details, Writer& w) {
   w.EndObject();
 }
 
-void WriteTensor(const TensorInfo& t, Writer& w) {
+void WriteTensor(const TensorInfo& t, JsonWriter& w) {
   w.BeginObject();
   w.PlainKey(kTensorFields[kShape]);
   w.BeginArray();
@@ -622,7 +218,7 @@ void WriteTensor(const TensorInfo& t, Writer& w) {
   w.EndObject();
 }
 
-void WriteLayer(const LayerTrace& l, Writer& w) {
+void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   const auto key = [&w](LayerField f) { w.PlainKey(kLayerFields[f]); };
   w.BeginObject();
   key(kName);
@@ -692,7 +288,7 @@ void WriteLayer(const LayerTrace& l, Writer& w) {
   w.EndObject();
 }
 
-void WriteMetadata(const TraceMetadata& m, Writer& w) {
+void WriteMetadata(const TraceMetadata& m, JsonWriter& w) {
   const auto key = [&w](MetadataField f) { w.PlainKey(kMetadataFields[f]); };
   w.BeginObject();
   key(kModelName);
@@ -875,8 +471,7 @@ class Scanner {
     if (c >= 0x20 && c < 0x7F)
       return SetError(pos_, absl::StrCat("unexpected character '", std::string(1, c), "'"));
     const auto byte = static_cast<unsigned char>(c);
-    return SetError(pos_, absl::StrCat("unexpected byte 0x", std::string(1, kHexDigits[byte >> 4]),
-                                       std::string(1, kHexDigits[byte & 0xF])));
+    return SetError(pos_, absl::StrCat("unexpected byte 0x", absl::Hex(byte, absl::kZeroPad2)));
   }
 
   bool ScanNumber() {
@@ -927,7 +522,7 @@ class Scanner {
           {start, token.size(), std::string(v > 0 ? kInfSentinel : kNegInfSentinel)});
     } else if (integer) {
       std::string as_double;
-      AppendDouble(v, &as_double);
+      AppendJsonDouble(v, &as_double);
       result_.edits.push_back({start, token.size(), std::move(as_double)});
     }
     return true;
@@ -992,7 +587,7 @@ class Scanner {
         continue;
       }
       uint32_t cp;
-      const size_t len = DecodeUtf8(text_, pos_, &cp);
+      const size_t len = json_internal::DecodeUtf8(text_, pos_, &cp);
       if (len == 0) return SetError(pos_, "invalid UTF-8 in string");
       pos_ += len;
     }
@@ -1240,7 +835,7 @@ class Reader {
           break;
         default: {
           std::string text;
-          Writer w(0, &text);
+          JsonWriter w(0, &text);
           WriteElement(field.value, w);
           w.Finish();
           m->extra.emplace_back(std::string(field.key), std::move(text));
@@ -1296,7 +891,7 @@ class Reader {
   }
 
   // Re-serialises a DOM value (an unknown metadata key) as minified JSON in our own layout.
-  void WriteElement(element e, Writer& w) const {
+  void WriteElement(element e, JsonWriter& w) const {
     switch (e.type()) {
       case element_type::ARRAY:
         w.BeginArray();
@@ -1708,13 +1303,6 @@ absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded) {
 
 }  // namespace
 
-void AppendJsonString(std::string_view value, std::string* out) {
-  const size_t old_size = out->size();
-  out->resize(old_size + MaxEscapedSize(value.size()));
-  char* const end = PutJsonString(value, out->data() + old_size);
-  out->resize(end - out->data());
-}
-
 absl::StatusOr<TraceRecord> ParseTraceJson(std::string_view text) {
   return ParseBuffer(text, /*padded=*/false);
 }
@@ -1729,7 +1317,7 @@ absl::StatusOr<TraceRecord> ReadTraceFile(const std::string& path) {
 
 std::string TraceToJson(const TraceRecord& record, JsonStyle style) {
   std::string out;
-  Writer w(style.indent, &out);
+  JsonWriter w(style.indent, &out);
   // About what a layer with one input and one output takes; the writer grows as needed.
   w.Reserve(4096 + record.layers.size() * (style.indent > 0 ? 2048 : 1024));
   w.BeginObject();
@@ -1767,7 +1355,7 @@ absl::Status WriteTraceFile(const std::string& path, const TraceRecord& record, 
 
 std::string DiffToJson(const TraceDiff& diff, JsonStyle style) {
   std::string out;
-  Writer w(style.indent, &out);
+  JsonWriter w(style.indent, &out);
   w.BeginObject();
   w.PlainKey("baseline_model");
   w.String(diff.baseline_model);

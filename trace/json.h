@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trace/diff.h"
+#include "trace/json_writer.h"  // JsonWriter, AppendJsonString: for documents that are not records.
 #include "trace/record.h"
 
 namespace tracetorch {
@@ -55,10 +56,6 @@ absl::Status WriteTraceFile(const std::string& path, const TraceRecord& record,
 // has_regressions, critical_count, warning_count, entries[] (severity, kind, layer, message,
 // details).
 std::string DiffToJson(const TraceDiff& diff, JsonStyle style = {});
-
-// Appends `value` as a JSON string literal (quoted, escaped) to `out`. Exposed for the CLI's --json
-// outputs that are not whole records.
-void AppendJsonString(std::string_view value, std::string* out);
 
 }  // namespace tracetorch
 
