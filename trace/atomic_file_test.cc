@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "trace/json.h"
 #include "trace/record.h"
+#include "trace/testing/unprivileged.h"
 
 namespace tracetorch {
 namespace {
@@ -107,16 +108,7 @@ TEST(ReadFileToString, Errors) {
   EXPECT_EQ(ReadFileToString(dir.path()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Root ignores file permissions, so under root the check runs in a child process that has dropped
-// to an unprivileged user; the child's exit code says whether `check` held.
-void ExpectAsUnprivileged(const std::function<bool()>& check) {
-  EXPECT_EXIT(
-      {
-        if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
-        ::_exit(check() ? 0 : 1);
-      },
-      ::testing::ExitedWithCode(0), "");
-}
+using ::tracetorch::testing::ExpectAsUnprivileged;
 
 TEST(ReadFileToString, UnreadableFileIsPermissionDenied) {
   TempDir dir;

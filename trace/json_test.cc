@@ -18,6 +18,7 @@
 #include "trace/atomic_file.h"
 #include "trace/diff.h"
 #include "trace/record.h"
+#include "trace/testing/unprivileged.h"
 
 namespace tracetorch {
 namespace {
@@ -524,14 +525,8 @@ TEST(TraceJsonErrors, FileErrors) {
   ASSERT_TRUE(WriteTraceFile(secret, GoldenRecord()).ok());
   ASSERT_EQ(::chmod(secret.c_str(), 0), 0);
   ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
-  // Root ignores permissions: check in a child that dropped to an unprivileged user.
-  EXPECT_EXIT(
-      {
-        if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
-        ::_exit(ReadTraceFile(secret).status().code() == absl::StatusCode::kPermissionDenied ? 0
-                                                                                             : 1);
-      },
-      ::testing::ExitedWithCode(0), "");
+  testing::ExpectAsUnprivileged(
+      [&] { return ReadTraceFile(secret).status().code() == absl::StatusCode::kPermissionDenied; });
 }
 
 TEST(TraceJson, WriteTraceFileRoundTrips) {
