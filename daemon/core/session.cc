@@ -231,7 +231,7 @@ BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
   absl::MutexLock lock(&mu_);
   ++changes_;
   client_dropped_ = std::max(client_dropped_, batch.dropped_events());
-  auto lookup = [&](uint32_t wire) -> int32_t {
+  auto lookup = [&](uint32_t wire) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> int32_t {
     return wire < agg_ids_.size() ? agg_ids_[wire] : -1;
   };
   auto reject = [&](uint32_t wire) {

@@ -245,11 +245,13 @@ void SessionManager::EvictLocked() {
   }
   // The index itself is bounded: forget the oldest ended sessions (their files stay on disk).
   while (order_.size() > options_.max_index_entries) {
-    auto victim = std::find_if(order_.begin(), order_.end(), [&](const std::string& id) {
-      const Entry& e = entries_[id];
-      return e.attachment == 0 &&
-             (e.session == nullptr || e.session->state() != SessionState::kLive);
-    });
+    auto victim =
+        std::find_if(order_.begin(), order_.end(),
+                     [&](const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                       const Entry& e = entries_[id];
+                       return e.attachment == 0 &&
+                              (e.session == nullptr || e.session->state() != SessionState::kLive);
+                     });
     if (victim == order_.end()) break;
     Bump(counters_->limit_hits);
     entries_.erase(*victim);

@@ -457,9 +457,9 @@ TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact
   LayerHistory mirror(8, LayerHistory::Stagger(0, 8));
   for (uint64_t step = 0; step < 5; ++step) mirror.RecordForward(step, 1.0, 1.0, false);
   auto history_steps = [&](int layer) {
-    std::vector<uint64_t> steps;
-    for (uint64_t step : s->ToSnapshot().history(layer).steps()) steps.push_back(step);
-    return steps;
+    const v1::Snapshot snapshot = s->ToSnapshot();  // Outlives the loop over its field.
+    const auto& field = snapshot.history(layer).steps();
+    return std::vector<uint64_t>(field.begin(), field.end());
   };
   auto find_l0 = [](const v1::WatchUpdate& u) -> const v1::LayerHistory* {
     for (const v1::LayerHistory& h : u.delta().history()) {
