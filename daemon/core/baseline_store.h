@@ -5,9 +5,12 @@
 // On disk, in DATA_DIR/baselines/ (it is just files, so baselines survive a daemon restart):
 //   NAME.json           the record in the core JSON layout (trace/json.h): `tracetorch inspect`
 //                       and `tracetorch diff` read it as any trace file.
-//   .NAME.meta.json     BaselineInfo (created, source) and the per-step history (LayerHistory,
-//                       both protobuf JSON), and a fingerprint of NAME.json's bytes. A name never
-//                       starts with '.', so no sidecar is ever another baseline's NAME.json.
+//   .NAME.meta.json     one BaselineSidecar (proto/tracetorch/v1/baseline_sidecar.proto) in
+//                       protobuf JSON: BaselineInfo (created, source), the per-step history
+//                       (LayerHistory) and a fingerprint of NAME.json's bytes. Sidecars written
+//                       before that message existed have the same fields and are read alike. A
+//                       name never starts with '.', so no sidecar is ever another baseline's
+//                       NAME.json.
 // Set writes the sidecar first and NAME.json last, each atomically (trace/atomic_file.h). A
 // NAME.json whose bytes do not match its sidecar's fingerprint (a crash between the two writes,
 // or a file copied in by hand) is still a baseline: it has no history, its source reads "file"
@@ -57,8 +60,9 @@ class BaselineStore {
 
   // Stores (or replaces) `name`. `source` describes where it came from ("session <id>",
   // "upload", "baseline <other>"). Returns its BaselineInfo. InvalidArgument for a bad name;
-  // FailedPrecondition without a data dir; Internal/PermissionDenied/ResourceExhausted when the
-  // files cannot be written.
+  // FailedPrecondition without a data dir; Internal when the sidecar cannot be encoded;
+  // Internal/PermissionDenied/ResourceExhausted when the files cannot be written (nothing is
+  // written when encoding fails).
   absl::StatusOr<v1::BaselineInfo> Set(absl::string_view name, const TraceRecord& record,
                                        std::vector<v1::LayerHistory> history,
                                        absl::string_view source) ABSL_LOCKS_EXCLUDED(mu_);
