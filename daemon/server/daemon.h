@@ -73,8 +73,10 @@ absl::Status ValidateRemoteAccess(const DaemonConfig& config);
 
 class Daemon {
  public:
-  // Validates the config, loads the index, claims the socket (FailedPrecondition when another
-  // daemon serves it), starts ingest and gRPC.
+  // Validates the config (InvalidArgument), loads the index, claims both sockets
+  // (FailedPrecondition when another daemon serves them), starts gRPC and ingest. Each socket gets
+  // mode 0660 and socket_group: PermissionDenied or Internal, naming the socket, when that cannot
+  // be set (daemon/ingest/ingest_server.h SetSocketAccess); Unavailable when gRPC cannot listen.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonConfig config);
   ~Daemon();  // Shutdown().
 
