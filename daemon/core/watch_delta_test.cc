@@ -7,26 +7,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/field_comparator.h"
-#include "google/protobuf/util/message_differencer.h"
+#include "daemon/testing/messages.h"
 #include "gtest/gtest.h"
 #include "protocol/watch_state.h"
 
 namespace tracetorch::daemon {
 namespace {
 
-// Equal protos (NaN equal to NaN: history uses it for "none"), or the differences.
-::testing::AssertionResult SameProto(const google::protobuf::Message& a,
-                                     const google::protobuf::Message& b) {
-  google::protobuf::util::DefaultFieldComparator nan_equal;
-  nan_equal.set_treat_nan_as_equal(true);
-  google::protobuf::util::MessageDifferencer d;
-  d.set_field_comparator(&nan_equal);
-  std::string report;
-  d.ReportDifferencesToString(&report);
-  if (d.Compare(a, b)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << report;
-}
+using test_util::SameProto;
 
 // A view of `layers` layers "l0".."l<n-1>", each with a history of `steps` points (steps 0..),
 // every version 1 (born, changed, every point) and never thinned.

@@ -9,51 +9,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/counters.h"
+#include "daemon/testing/messages.h"
 #include "daemon/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::Batch;
+using test_util::MakeHello;
+using test_util::Table;
 using test_util::TempDir;
-
-v1::Hello MakeHello(const std::string& job_id = "", int rank = 0) {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(7);
-  h.mutable_identity()->set_host("box");
-  h.mutable_identity()->set_model_name("Net");
-  if (!job_id.empty()) {
-    h.mutable_identity()->set_job_id(job_id);
-    h.mutable_identity()->set_rank(rank);
-  }
-  return h;
-}
-
-v1::LayerTable Table(int layers) {
-  v1::LayerTable t;
-  for (int i = 0; i < layers; ++i) {
-    v1::LayerDecl* d = t.add_layers();
-    d->set_id(static_cast<uint32_t>(i));
-    d->set_name(absl::StrCat("l", i));
-    d->set_type("Linear");
-    d->set_full_name(absl::StrCat("net.l", i));
-  }
-  return t;
-}
-
-v1::EventBatch Forward(const std::vector<uint32_t>& layers, int first, int steps) {
-  v1::EventBatch b;
-  for (int step = first; step < first + steps; ++step) {
-    for (uint32_t l : layers) {
-      v1::ForwardEvent* f = b.add_forward();
-      f->set_layer_id(l);
-      f->set_step(static_cast<uint64_t>(step));
-      f->set_latency_ms(0.1 * (l + 1));
-    }
-  }
-  return b;
-}
 
 class WatchFeedTest : public ::testing::Test {
  protected:
@@ -71,7 +37,7 @@ class WatchFeedTest : public ::testing::Test {
     std::vector<uint32_t> all;
     for (int i = 0; i < layers; ++i) all.push_back(static_cast<uint32_t>(i));
     if (steps > 0) {
-      EXPECT_EQ(opened->session->AddBatch(Forward(all, 0, steps)).rejected, 0u);
+      EXPECT_EQ(opened->session->AddBatch(Batch(all, 0, steps)).rejected, 0u);
     }
     return *opened;
   }
@@ -114,7 +80,7 @@ TEST_F(WatchFeedTest, ASessionFeedReadsTheVersionOncePerPassAndBuildsOncePerVers
   SessionFeed feed(s.session);
   EXPECT_EQ(feed.session(), s.session.get());
   const uint64_t v1 = feed.Version(1);
-  s.session->AddBatch(Forward({0}, 5, 1));
+  s.session->AddBatch(Batch({0}, 5, 1));
   EXPECT_EQ(feed.Version(1), v1);  // Same pass: the version read at its start.
   EXPECT_GT(feed.Version(2), v1);
 
@@ -125,7 +91,7 @@ TEST_F(WatchFeedTest, ASessionFeedReadsTheVersionOncePerPassAndBuildsOncePerVers
   EXPECT_EQ(full.get(), &view.snapshot);  // The full shares the view.
   feed.Refresh(3);                        // Nothing changed: the same view.
   EXPECT_EQ(feed.full(), full);
-  s.session->AddBatch(Forward({1}, 6, 1));
+  s.session->AddBatch(Batch({1}, 6, 1));
   feed.Refresh(4);
   EXPECT_NE(feed.full(), full);
 }
@@ -134,7 +100,7 @@ TEST_F(WatchFeedTest, DeltasAreBuiltOncePerBaseAndOnlyWhenSmallerThanTheFull) {
   SessionManager::Opened s = Open(6, 40);
   SessionFeed feed(s.session);
   const uint64_t base = feed.Refresh(1).version;
-  s.session->AddBatch(Forward({2}, 40, 1));
+  s.session->AddBatch(Batch({2}, 40, 1));
   feed.Refresh(2);
   const std::shared_ptr<const v1::Snapshot> d = feed.Delta(base);
   ASSERT_NE(d, nullptr);
@@ -146,7 +112,7 @@ TEST_F(WatchFeedTest, DeltasAreBuiltOncePerBaseAndOnlyWhenSmallerThanTheFull) {
   SessionManager::Opened empty = Open(4, 0);
   SessionFeed fresh(empty.session);
   const uint64_t before = fresh.Refresh(1).version;
-  empty.session->AddBatch(Forward({0, 1, 2, 3}, 0, 1));
+  empty.session->AddBatch(Batch({0, 1, 2, 3}, 0, 1));
   fresh.Refresh(2);
   EXPECT_EQ(fresh.Delta(before), nullptr);
 }
@@ -189,7 +155,7 @@ TEST_F(WatchFeedTest, AJobFeedVersionMovesOnlyWhenItsSessionsChange) {
   const uint64_t v = feed.Check(1, *manager_);
   EXPECT_GT(v, 0u);
   EXPECT_EQ(feed.Check(2, *manager_), v);  // Nothing changed.
-  r0.session->AddBatch(Forward({0}, 3, 1));
+  r0.session->AddBatch(Batch({0}, 3, 1));
   EXPECT_EQ(feed.Check(2, *manager_), v);  // Same pass: not read again.
   const uint64_t after_events = feed.Check(3, *manager_);
   EXPECT_GT(after_events, v);

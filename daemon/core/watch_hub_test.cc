@@ -12,27 +12,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/core/history.h"
+#include "daemon/testing/messages.h"
 #include "daemon/testing/test_util.h"
-#include "google/protobuf/util/field_comparator.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "protocol/watch_state.h"
 
 namespace tracetorch::daemon {
 namespace {
 
-// Equal protos, or the differences.
-::testing::AssertionResult SameProto(const google::protobuf::Message& a,
-                                     const google::protobuf::Message& b) {
-  google::protobuf::util::DefaultFieldComparator nan_equal;  // History holds NaN for "none".
-  nan_equal.set_treat_nan_as_equal(true);
-  google::protobuf::util::MessageDifferencer d;
-  d.set_field_comparator(&nan_equal);
-  std::string report;
-  d.ReportDifferencesToString(&report);
-  if (d.Compare(a, b)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << report;
-}
+using test_util::Batch;
+using test_util::MakeHello;
+using test_util::SameProto;
+using test_util::Table;
 
 // A viewer's stream as the hub sees it: records what it was sent; writes complete when the test
 // says so (a stalled viewer never completes them), or at once with `auto_complete`.
@@ -141,56 +132,6 @@ class FakeSink : public WatchSink {
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
 };
 
-v1::Hello MakeHello(const std::string& job_id = "", int rank = 0) {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(77);
-  h.mutable_identity()->set_host("box");
-  h.mutable_identity()->set_model_name("Net");
-  if (!job_id.empty()) {
-    h.mutable_identity()->set_job_id(job_id);
-    h.mutable_identity()->set_rank(rank);
-  }
-  return h;
-}
-
-v1::LayerTable Table(int layers) {
-  v1::LayerTable t;
-  for (int i = 0; i < layers; ++i) {
-    v1::LayerDecl* d = t.add_layers();
-    d->set_id(static_cast<uint32_t>(i));
-    d->set_name(absl::StrCat("l", i));
-    d->set_type("Linear");
-    d->set_full_name(absl::StrCat("net.l", i));
-    d->set_depth(2);
-    d->set_params(100);
-  }
-  return t;
-}
-
-// Forward + backward events for `layers` (ids) over steps [first, first + steps).
-v1::EventBatch Batch(const std::vector<uint32_t>& layers, int first, int steps) {
-  v1::EventBatch b;
-  for (int step = first; step < first + steps; ++step) {
-    for (uint32_t l : layers) {
-      v1::ForwardEvent* f = b.add_forward();
-      f->set_layer_id(l);
-      f->set_step(static_cast<uint64_t>(step));
-      f->set_latency_ms(0.1 * (l + 1) + 0.001 * step);
-      v1::TensorEvent* out = f->add_outputs();
-      out->add_shape(4);
-      out->add_shape(8);
-      out->mutable_stats()->set_mean(0.0);
-      out->mutable_stats()->set_std(1.0 + 0.01 * step);
-      v1::BackwardEvent* g = b.add_backward();
-      g->set_layer_id(l);
-      g->set_step(static_cast<uint64_t>(step));
-      g->set_grad_norm(1.0 + step);
-    }
-  }
-  return b;
-}
-
 class WatchHubTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -244,10 +185,12 @@ class WatchHubTest : public ::testing::Test {
     return *sinks_.back();
   }
 
-  std::shared_ptr<Session> NewSession(int layers, int steps, const std::string& job_id = "",
-                                      int rank = 0) {
+  // A session with `layers` declared layers and `steps` steps of events for all of them.
+  SessionManager::Opened OpenSession(int layers, int steps, const std::string& job_id = "",
+                                     int rank = 0) {
     auto opened = manager_->Open(MakeHello(job_id, rank), {});
     EXPECT_TRUE(opened.ok()) << opened.status();
+    if (!opened.ok()) return {};
     std::shared_ptr<Session> s = opened->session;
     EXPECT_TRUE(s->DeclareLayers(Table(layers)).ok());
     std::vector<uint32_t> all;
@@ -255,24 +198,39 @@ class WatchHubTest : public ::testing::Test {
     if (steps > 0) {
       EXPECT_EQ(s->AddBatch(Batch(all, 0, steps)).rejected, 0u);
     }
-    return s;
+    return *std::move(opened);
+  }
+  std::shared_ptr<Session> NewSession(int layers, int steps, const std::string& job_id = "",
+                                      int rank = 0) {
+    return OpenSession(layers, steps, job_id, rank).session;
   }
 
   // A session that ended and was released (its snapshot written when there is a data dir).
   std::string EndedSession(int layers, int steps) {
-    auto opened = manager_->Open(MakeHello(), {});
-    EXPECT_TRUE(opened.ok()) << opened.status();
-    if (!opened.ok()) return "";
-    std::shared_ptr<Session> s = opened->session;
-    EXPECT_TRUE(s->DeclareLayers(Table(layers)).ok());
-    std::vector<uint32_t> all;
-    for (int i = 0; i < layers; ++i) all.push_back(static_cast<uint32_t>(i));
-    if (steps > 0) {
-      EXPECT_EQ(s->AddBatch(Batch(all, 0, steps)).rejected, 0u);
-    }
+    SessionManager::Opened opened = OpenSession(layers, steps);
+    if (opened.session == nullptr) return "";
+    std::shared_ptr<Session> s = opened.session;
     s->Finish(v1::End(), now_);
-    manager_->Release(s, opened->attachment, /*ended=*/true);
+    manager_->Release(s, opened.attachment, /*ended=*/true);
     return s->id();
+  }
+
+  // Over `data_dir`, with one session held in memory: an ended session (2 layers, 3 steps) that a
+  // newer, live one evicted (its snapshot on disk). Call before MakeHub.
+  struct Evicted {
+    std::string id;
+    std::shared_ptr<Session> newer;
+  };
+  Evicted EvictedSession(const std::string& data_dir) {
+    SessionManagerOptions o;
+    o.data_dir = data_dir;
+    o.max_sessions_in_memory = 1;
+    UseManager(o);
+    Evicted out;
+    out.id = EndedSession(2, 3);
+    out.newer = NewSession(2, 2);
+    EXPECT_EQ(manager_->Find(out.id)->session, nullptr) << "not evicted";
+    return out;
   }
 
   static v1::WatchRequest Request(const std::string& session, double interval_s = 0) {
@@ -937,13 +895,7 @@ TEST_F(WatchHubTest, TheHubThreadDeliversWithoutPolling) {
 
 TEST_F(WatchHubTest, AnEvictedSessionIsReadOffTheHubThreadOnceForAllItsViewers) {
   test_util::TempDir dir{"tthub"};
-  SessionManagerOptions o;
-  o.data_dir = dir.path();
-  o.max_sessions_in_memory = 1;
-  UseManager(o);
-  const std::string old = EndedSession(2, 3);
-  std::shared_ptr<Session> live = NewSession(2, 2);  // Evicts `old`.
-  ASSERT_EQ(manager_->Find(old)->session, nullptr) << "not evicted";
+  const auto [old, live] = EvictedSession(dir.path());
   UseManualPreparation();
   WatchHub* hub = MakeHub();
   FakeSink& a = NewSink(/*auto_complete=*/true);
@@ -986,12 +938,7 @@ TEST_F(WatchHubTest, AnEvictedSessionIsReadOffTheHubThreadOnceForAllItsViewers) 
 
 TEST_F(WatchHubTest, AnEvictedSessionWhoseFileIsGoneClosesItsViewersWithTheError) {
   test_util::TempDir dir{"tthub"};
-  SessionManagerOptions o;
-  o.data_dir = dir.path();
-  o.max_sessions_in_memory = 1;
-  UseManager(o);
-  const std::string old = EndedSession(2, 3);
-  NewSession(1, 1);  // Evicts `old`.
+  const std::string old = EvictedSession(dir.path()).id;
   ASSERT_TRUE(std::filesystem::remove(manager_->SnapshotPath(old)));
   WatchHub* hub = MakeHub();
   FakeSink& sink = NewSink(/*auto_complete=*/true);

@@ -14,9 +14,8 @@
 #include "absl/time/clock.h"
 #include "client/daemon_client.h"
 #include "daemon/server/daemon.h"
+#include "daemon/testing/messages.h"
 #include "daemon/testing/test_util.h"
-#include "google/protobuf/util/field_comparator.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "protocol/watch_state.h"
@@ -27,22 +26,10 @@
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::SameProto;
 using test_util::TempDir;
 
 using client::DaemonClient;
-// Equal protos (NaN equal to NaN: history uses it for "no value"), or the differences.
-::testing::AssertionResult SameProto(const google::protobuf::Message& a,
-                                     const google::protobuf::Message& b) {
-  google::protobuf::util::DefaultFieldComparator nan_equal;
-  nan_equal.set_treat_nan_as_equal(true);
-  google::protobuf::util::MessageDifferencer d;
-  d.set_field_comparator(&nan_equal);
-  std::string report;
-  d.ReportDifferencesToString(&report);
-  if (d.Compare(a, b)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << report.substr(0, 2000);
-}
-
 constexpr int kViewers = 64;
 constexpr int kLayers = 8;
 
