@@ -68,14 +68,19 @@ class BaselineStore {
                                        absl::string_view source) ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound (naming the baseline) when there is none; InvalidArgument for a bad name or a file
-  // that does not parse (the message names the file).
+  // that does not parse (the message names the file); FailedPrecondition without a data dir; a
+  // file that cannot be read is its read error (PermissionDenied, ...). A sidecar that is missing,
+  // unreadable or not NAME.json's gives the baseline no history (see above), never an error.
   absl::StatusOr<Baseline> Get(absl::string_view name) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every baseline, by name. Files that are not baselines (bad names, temporaries) are skipped; a
   // NAME.json that does not parse is listed with layers = 0 and source "unreadable: <why>".
   absl::StatusOr<std::vector<v1::BaselineInfo>> List() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // NotFound when there is no such baseline.
+  // Removes NAME.json, then its sidecar (a sidecar left behind is never used: no NAME.json
+  // matches it). NotFound when there is no such baseline; InvalidArgument for a bad name;
+  // FailedPrecondition without a data dir; PermissionDenied/Internal when NAME.json cannot be
+  // removed.
   absl::Status Remove(absl::string_view name) ABSL_LOCKS_EXCLUDED(mu_);
 
   // DATA_DIR/baselines, or empty without a data dir.

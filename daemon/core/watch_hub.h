@@ -22,8 +22,11 @@
 //    sequence number shows the gap to the viewer). When the write completes, the newest state is
 //    built and sent. Nothing queues: ingest and other viewers never wait for a viewer.
 //  - Session end (finished / aborted): the final `full`, then `session_ended`, then the stream is
-//    closed OK. A job watch ends the same way once every session of the job has ended (the
-//    `session_ended` carries the session that ended last).
+//    closed OK. A session no longer in memory (evicted) gets its last snapshot as read from disk
+//    (no history), then the same end. A job watch ends the same way once every session of the job
+//    has ended (the `session_ended` carries the session that ended last). A state that cannot be
+//    prepared (the evicted session's file is gone, the job's sessions were forgotten) closes the
+//    stream with that error.
 //  - Shutdown(): a `shutdown` update to every viewer, then close OK; a viewer that cannot take it
 //    within the grace period is closed UNAVAILABLE.
 //
@@ -38,12 +41,13 @@
 // Preparation: the states that are slow to build — an evicted session's snapshot (read from disk)
 // and a job's (every rank's snapshot and the cross-rank divergence) — are never built on the hub
 // thread, which serves every viewer: they are prepared by the executor (a worker thread of the
-// hub's own by default; daemon/core/watch_feed.h has the work), once per version whatever the
-// number of viewers, and the hub takes them back on the pass after they are ready. Until then the
-// viewer waiting for one holds a pending state (as when its write is outstanding; a later tick
-// asks for a newer one); the other viewers are served as usual. A job viewer is sent the first job
-// snapshot prepared at or after the job's version at its tick (or at its coalesced tick). A live
-// session's state is a copy of memory (Session::GetWatchView) and is built on the hub thread.
+// hub's own by default; daemon/core/watch_feed.h has the work), one at a time per feed whatever
+// the number of viewers, and the hub takes them back on the pass after they are ready. Until then
+// a viewer waiting for one holds a pending state of the version it asked for; when the one that
+// comes back is older than that, the next is started. The other viewers are served as usual. A job
+// viewer is sent the first job snapshot prepared at or after the job's version at its tick (or at
+// its coalesced tick). A live session's state is a copy of memory (Session::GetWatchView) and is
+// built on the hub thread.
 //
 // Units: the per-viewer rules are a state machine (daemon/core/watch_viewer.h), the delta a pure
 // function (daemon/core/watch_delta.h), the shared per-session and per-job state feeds
@@ -106,11 +110,12 @@ struct WatchHubOptions {
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   // For job watches (cross-rank divergence).
   DivergenceThresholds divergence;
-  // Where the slow states are prepared (see Preparation above): called from the hub thread with a
-  // task to run exactly once, on another thread or at once (then Poll() takes the result back in
-  // the same call); a viewer waits for it until then. The task calls only the SessionManager and
-  // the hub's hand-back, which outlives the hub (after Shutdown() its result is dropped). Null: a
-  // worker thread of the hub's own, stopped by Shutdown().
+  // Where the slow states are prepared (see Preparation above): called from the hub thread (inside
+  // a pass, so it must not call the hub) with a task to run exactly once, on another thread or at
+  // once (then Poll() takes the result back in the same call); a viewer waits for it until then.
+  // The task calls only the SessionManager and the hub's hand-back, which outlives the hub (after
+  // Shutdown() its result is dropped). Null: a worker thread of the hub's own, stopped by
+  // Shutdown().
   std::function<void(std::function<void()> task)> prepare;
 };
 

@@ -36,12 +36,14 @@ namespace tracetorch::daemon {
 struct IngestServerOptions {
   std::string socket_path;
   uint32_t max_frame_bytes = 16u << 20;
+  // Connections beyond this are answered with a fatal IngestError (ResourceExhausted) and closed,
+  // counted in rejected_connections and limit_hits.
   size_t max_connections = 512;
   // Peers allowed to connect besides the socket's file permissions. Both empty: anyone who can
   // open the socket. Otherwise a peer whose uid is in allowed_uids or gid in allowed_gids.
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
-  std::optional<gid_t> socket_group;  // chown the socket to this group.
+  std::optional<gid_t> socket_group;  // The socket's group (SetSocketAccess).
 };
 
 // Makes `path` available for a new listener: FailedPrecondition ("another tracetorchd is already

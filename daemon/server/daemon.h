@@ -56,8 +56,8 @@ struct DaemonConfig {
   size_t max_connections = 512;
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
-  std::optional<gid_t> socket_group;
-  SessionManagerOptions sessions;  // data_dir is taken from above.
+  std::optional<gid_t> socket_group;  // Both sockets' group (mode 0660 either way).
+  SessionManagerOptions sessions;     // data_dir is taken from above.
 };
 
 // Defaults: a system service (root, or `system` set) uses /run/tracetorch and /var/lib/tracetorch;
