@@ -14,7 +14,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,13 +28,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "client/daemon_client.h"
+#include "bench/agent_driver.h"
 #include "protocol/wire.h"
 #include "service_client/service_client.h"
 
 namespace {
 
-using tracetorch::client::DaemonClient;
+using tracetorch::bench::MakeBackward;
+using tracetorch::bench::MakeForward;
+using tracetorch::bench::MakeLayers;
 
 struct Sample {
   uint64_t events = 0;
@@ -45,44 +45,8 @@ struct Sample {
 };
 
 Sample Probe(tracetorch::service_client::TraceServiceClient& svc) {
-  auto s = svc.GetStats();
-  if (!s.ok()) {
-    std::fprintf(stderr, "GetStats: %s\n", std::string(s.status().message()).c_str());
-    std::exit(1);
-  }
-  return {s->events_total(), s->cpu_seconds(), s->rss_bytes()};
-}
-
-tracetorch::protocol::ForwardEvent MakeForward(uint32_t layer, uint64_t step) {
-  tracetorch::protocol::ForwardEvent e;
-  e.layer_id = layer;
-  e.step = step;
-  e.latency_ms = 0.05 + 0.001 * layer;
-  tracetorch::protocol::WireTensor t;
-  t.shape = {32, 256};
-  t.stats = tracetorch::TensorStats{0.01, 1.0, -3.5, 3.5, 0, 0};
-  e.inputs.push_back(t);
-  e.outputs.push_back(t);
-  return e;
-}
-
-tracetorch::protocol::BackwardEvent MakeBackward(uint32_t layer, uint64_t step) {
-  tracetorch::protocol::BackwardEvent e;
-  e.layer_id = layer;
-  e.step = step;
-  e.sample.latency_ms = 0.1;
-  e.sample.grad_norm = 0.5;
-  e.sample.grad_mean = 0.001;
-  return e;
-}
-
-std::vector<tracetorch::protocol::LayerDecl> Layers(int agent, int layers) {
-  std::vector<tracetorch::protocol::LayerDecl> out;
-  for (int l = 0; l < layers; ++l) {
-    out.push_back({static_cast<uint32_t>(l),
-                   {absl::StrCat("l", l), "Linear", absl::StrCat("a", agent, ".l", l), 2, 1000}});
-  }
-  return out;
+  const tracetorch::v1::DaemonStats s = tracetorch::bench::StatsOrExit(svc);
+  return {s.events_total(), s.cpu_seconds(), s.rss_bytes()};
 }
 
 struct Result {
@@ -93,47 +57,15 @@ struct Result {
   std::vector<std::pair<double, uint64_t>> rss_samples;  // (seconds into the run, RSS bytes)
 };
 
-// Runs `agents` agents for `seconds`, each producing forward+backward events for every layer of
-// every step, as fast as the queue takes them (a full queue: the event is dropped and counted, and
-// the producer sleeps 200 us so that it does not starve the sender and the daemon of CPU).
+// Runs `agents` synthetic agents (bench/agent_driver.h) flat out for `seconds`.
 // With `sample_every_s` > 0, also samples the daemon's RSS at that period.
 Result RunClients(const std::string& socket, tracetorch::service_client::TraceServiceClient& svc,
                   int agents, int layers, double seconds, double sample_every_s = 0) {
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> dropped{0}, produced{0};
-  std::vector<std::thread> threads;
-  for (int a = 0; a < agents; ++a) {
-    threads.emplace_back([&, a] {
-      tracetorch::client::DaemonClientOptions o;
-      o.address = socket;
-      o.identity = tracetorch::protocol::CurrentProcessIdentity();
-      o.identity.model_name = absl::StrCat("bench", a);
-      auto c = DaemonClient::Create(o);
-      if (!c.ok()) std::exit(1);
-      (*c)->DeclareLayers(Layers(a, layers));
-      if (!(*c)->WaitUntilConnected(absl::Seconds(5)).ok()) std::exit(1);
-      uint64_t local_drop = 0, local_prod = 0;
-      for (uint64_t step = 0; !stop.load(std::memory_order_relaxed); ++step) {
-        for (int l = 0; l < layers; ++l) {
-          ++local_prod;
-          if (!(*c)->EnqueueForward(MakeForward(static_cast<uint32_t>(l), step))) {
-            ++local_drop;
-            absl::SleepFor(absl::Microseconds(200));  // Leave the CPU to the sender and daemon.
-          }
-        }
-        for (int l = layers - 1; l >= 0; --l) {
-          ++local_prod;
-          if (!(*c)->EnqueueBackward(MakeBackward(static_cast<uint32_t>(l), step))) {
-            ++local_drop;
-            absl::SleepFor(absl::Microseconds(200));
-          }
-        }
-      }
-      (void)(*c)->Close(absl::Seconds(2));
-      dropped += local_drop;
-      produced += local_prod;
-    });
-  }
+  tracetorch::bench::AgentOptions options;
+  options.socket = socket;
+  options.agents = agents;
+  options.layers = layers;
+  tracetorch::bench::SyntheticAgents running(options);
   absl::SleepFor(absl::Milliseconds(500));  // Warm up: connections, buffers.
   const Sample s0 = Probe(svc);
   const absl::Time t0 = absl::Now();
@@ -154,12 +86,9 @@ Result RunClients(const std::string& socket, tracetorch::service_client::TraceSe
   }
   const Sample s1 = Probe(svc);
   const double dt = absl::ToDoubleSeconds(absl::Now() - t0);
-  stop = true;
-  for (auto& t : threads) t.join();
+  const tracetorch::bench::SyntheticAgents::Totals totals = running.Stop();
   r.events_per_s = static_cast<double>(s1.events - s0.events) / dt;
-  r.dropped_fraction = produced.load() > 0 ? static_cast<double>(dropped.load()) /
-                                                 static_cast<double>(produced.load())
-                                           : 0;
+  r.dropped_fraction = totals.dropped_fraction();
   r.daemon_cores = (s1.cpu - s0.cpu) / dt;
   r.rss = s1.rss;
   return r;
@@ -183,7 +112,7 @@ Result RunRaw(const std::string& socket, tracetorch::service_client::TraceServic
       tracetorch::protocol::wire::HelloFields hello;
       hello.identity = &id;
       tracetorch::protocol::wire::AppendHelloFrame(hello, &head);
-      auto decls = Layers(100 + a, layers);
+      auto decls = MakeLayers(100 + a, layers);
       tracetorch::protocol::wire::AppendLayerTableFrame(decls, &head);
       std::vector<tracetorch::protocol::ForwardEvent> fwd;
       std::vector<tracetorch::protocol::BackwardEvent> bwd;
@@ -238,22 +167,9 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 3.0;
   const int layers = argc > 2 ? std::atoi(argv[2]) : 50;
   signal(SIGPIPE, SIG_IGN);
-  std::string tmpl = "/tmp/ttbench_XXXXXX";
-  const std::string dir = mkdtemp(tmpl.data());
-  const std::string socket = dir + "/d.sock";
-  const pid_t daemon = fork();
-  if (daemon == 0) {
-    const std::string data = dir + "/data";
-    execl(TRACETORCHD_BINARY, TRACETORCHD_BINARY, "--socket", socket.c_str(), "--data-dir",
-          data.c_str(), "--log-level", "warn", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const std::string rpc = dir + "/tracetorchd-rpc.sock";
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!std::filesystem::exists(socket) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  auto svc = tracetorch::service_client::TraceServiceClient::Create(rpc);
+  tracetorch::bench::DaemonProcess daemon(TRACETORCHD_BINARY, "ttbench");
+  const std::string& socket = daemon.socket();
+  auto svc = tracetorch::service_client::TraceServiceClient::Create(daemon.rpc_socket());
   if (!svc.ok()) return 1;
 
   std::printf(
@@ -288,10 +204,5 @@ int main(int argc, char** argv) {
                   last <= first * 1.10 ? "flat" : "GROWING");
     }
   }
-
-  kill(daemon, SIGTERM);
-  int status = 0;
-  waitpid(daemon, &status, 0);
-  std::filesystem::remove_all(dir);
-  return 0;
+  return 0;  // `daemon` stops it.
 }

@@ -20,14 +20,11 @@
 //                                [viewers, default 64] [interval s, default 0.05]
 //                                [steps/s per agent, default 0 = flat out]
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,14 +34,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "client/daemon_client.h"
+#include "bench/agent_driver.h"
 #include "protocol/watch_state.h"
 #include "service_client/service_client.h"
 #include "service_client/watch_stream.h"
 
 namespace {
 
-using tracetorch::client::DaemonClient;
 using tracetorch::service_client::TraceServiceClient;
 
 constexpr int kAgents = 8;
@@ -57,44 +53,8 @@ struct Sample {
 };
 
 Sample Probe(TraceServiceClient& svc) {
-  auto s = svc.GetStats();
-  if (!s.ok()) {
-    std::fprintf(stderr, "GetStats: %s\n", std::string(s.status().message()).c_str());
-    std::exit(1);
-  }
-  return {s->events_total(), s->cpu_seconds(), s->rss_bytes(), s->watch_updates_coalesced()};
-}
-
-tracetorch::protocol::ForwardEvent MakeForward(uint32_t layer, uint64_t step) {
-  tracetorch::protocol::ForwardEvent e;
-  e.layer_id = layer;
-  e.step = step;
-  e.latency_ms = 0.05 + 0.001 * layer;
-  tracetorch::protocol::WireTensor t;
-  t.shape = {32, 256};
-  t.stats = tracetorch::TensorStats{0.01, 1.0, -3.5, 3.5, 0, 0};
-  e.inputs.push_back(t);
-  e.outputs.push_back(t);
-  return e;
-}
-
-tracetorch::protocol::BackwardEvent MakeBackward(uint32_t layer, uint64_t step) {
-  tracetorch::protocol::BackwardEvent e;
-  e.layer_id = layer;
-  e.step = step;
-  e.sample.latency_ms = 0.1;
-  e.sample.grad_norm = 0.5;
-  e.sample.grad_mean = 0.001;
-  return e;
-}
-
-std::vector<tracetorch::protocol::LayerDecl> Layers(int agent, int layers) {
-  std::vector<tracetorch::protocol::LayerDecl> out;
-  for (int l = 0; l < layers; ++l) {
-    out.push_back({static_cast<uint32_t>(l),
-                   {absl::StrCat("l", l), "Linear", absl::StrCat("a", agent, ".l", l), 2, 1000}});
-  }
-  return out;
+  const tracetorch::v1::DaemonStats s = tracetorch::bench::StatsOrExit(svc);
+  return {s.events_total(), s.cpu_seconds(), s.rss_bytes(), s.watch_updates_coalesced()};
 }
 
 // What the viewers saw during the measured window.
@@ -118,52 +78,15 @@ struct Result {
 Result Run(const std::string& socket, const std::string& rpc, TraceServiceClient& svc, int layers,
            double seconds, int viewers, double interval_s, double steps_per_s,
            ViewerTotals* totals) {
-  std::atomic<bool> stop{false};
   std::atomic<bool> measuring{false};
-  std::atomic<uint64_t> dropped{0}, produced{0};
-  std::vector<std::string> sessions(kAgents);
-  std::atomic<int> connected{0};
-  std::vector<std::thread> agents;
-  for (int a = 0; a < kAgents; ++a) {
-    agents.emplace_back([&, a] {
-      tracetorch::client::DaemonClientOptions o;
-      o.address = socket;
-      o.identity = tracetorch::protocol::CurrentProcessIdentity();
-      o.identity.model_name = absl::StrCat("bench", a);
-      auto c = DaemonClient::Create(o);
-      if (!c.ok()) std::exit(1);
-      (*c)->DeclareLayers(Layers(a, layers));
-      if (!(*c)->WaitUntilConnected(absl::Seconds(5)).ok()) std::exit(1);
-      sessions[static_cast<size_t>(a)] = (*c)->session_id();
-      connected.fetch_add(1);
-      uint64_t local_drop = 0, local_prod = 0;
-      const absl::Time start = absl::Now();
-      for (uint64_t step = 0; !stop.load(std::memory_order_relaxed); ++step) {
-        if (steps_per_s > 0) {  // Paced: one step every 1/steps_per_s.
-          const absl::Time due = start + absl::Seconds(static_cast<double>(step) / steps_per_s);
-          if (const absl::Time now = absl::Now(); due > now) absl::SleepFor(due - now);
-        }
-        for (int l = 0; l < layers; ++l) {
-          ++local_prod;
-          if (!(*c)->EnqueueForward(MakeForward(static_cast<uint32_t>(l), step))) {
-            ++local_drop;
-            absl::SleepFor(absl::Microseconds(200));  // Leave the CPU to the sender and daemon.
-          }
-        }
-        for (int l = layers - 1; l >= 0; --l) {
-          ++local_prod;
-          if (!(*c)->EnqueueBackward(MakeBackward(static_cast<uint32_t>(l), step))) {
-            ++local_drop;
-            absl::SleepFor(absl::Microseconds(200));
-          }
-        }
-      }
-      (void)(*c)->Close(absl::Seconds(5));
-      dropped += local_drop;
-      produced += local_prod;
-    });
-  }
-  while (connected.load() < kAgents) absl::SleepFor(absl::Milliseconds(5));
+  tracetorch::bench::AgentOptions options;
+  options.socket = socket;
+  options.agents = kAgents;
+  options.layers = layers;
+  options.steps_per_s = steps_per_s;
+  options.close_timeout = absl::Seconds(5);
+  tracetorch::bench::SyntheticAgents agents(options);
+  const std::vector<std::string> sessions = agents.WaitConnected();
 
   std::vector<std::thread> viewer_threads;
   for (int v = 0; v < viewers; ++v) {
@@ -221,17 +144,14 @@ Result Run(const std::string& socket, const std::string& rpc, TraceServiceClient
   measuring = false;
   const Sample s1 = Probe(svc);
   const double dt = absl::ToDoubleSeconds(absl::Now() - t0);
-  stop = true;
-  for (auto& t : agents) t.join();
+  const tracetorch::bench::SyntheticAgents::Totals produced = agents.Stop();
   for (auto& t : viewer_threads) t.join();  // The sessions ended: every stream ends.
   Result r;
   r.events_per_s = static_cast<double>(s1.events - s0.events) / dt;
   r.daemon_cores = (s1.cpu - s0.cpu) / dt;
   r.rss = s1.rss;
   r.coalesced = s1.coalesced - s0.coalesced;
-  r.dropped_fraction = produced.load() > 0 ? static_cast<double>(dropped.load()) /
-                                                 static_cast<double>(produced.load())
-                                           : 0;
+  r.dropped_fraction = produced.dropped_fraction();
   return r;
 }
 
@@ -260,21 +180,9 @@ int main(int argc, char** argv) {
   const double interval_s = argc > 4 ? std::atof(argv[4]) : 0.05;
   const double steps_per_s = argc > 5 ? std::atof(argv[5]) : 0.0;
   signal(SIGPIPE, SIG_IGN);
-  std::string tmpl = "/tmp/ttwbench_XXXXXX";
-  const std::string dir = mkdtemp(tmpl.data());
-  const std::string socket = dir + "/d.sock";
-  const pid_t daemon = fork();
-  if (daemon == 0) {
-    const std::string data = dir + "/data";
-    execl(TRACETORCHD_BINARY, TRACETORCHD_BINARY, "--socket", socket.c_str(), "--data-dir",
-          data.c_str(), "--log-level", "warn", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  const std::string rpc = dir + "/tracetorchd-rpc.sock";
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!std::filesystem::exists(socket) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  tracetorch::bench::DaemonProcess daemon(TRACETORCHD_BINARY, "ttwbench");
+  const std::string& socket = daemon.socket();
+  const std::string& rpc = daemon.rpc_socket();
   auto svc = TraceServiceClient::Create(rpc);
   if (!svc.ok()) return 1;
 
@@ -321,10 +229,5 @@ int main(int argc, char** argv) {
       "%6.1f ms  (includes the wait for the %.0f ms tick)\n",
       Percentile(totals.bound_ms, 0.50), Percentile(totals.bound_ms, 0.99),
       Percentile(totals.bound_ms, 1.0), interval_s * 1000);
-
-  kill(daemon, SIGTERM);
-  int status = 0;
-  waitpid(daemon, &status, 0);
-  std::filesystem::remove_all(dir);
-  return 0;
+  return 0;  // `daemon` stops it.
 }

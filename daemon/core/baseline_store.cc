@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -19,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
-#include "nlohmann/json.hpp"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
+#include "tracetorch/v1/baseline_sidecar.pb.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -62,20 +63,25 @@ absl::Time ModificationTime(const std::string& path) {
   return absl::TimeFromTimespec(st.st_mtim);
 }
 
-std::string MetaToJson(const v1::BaselineInfo& info, const std::vector<v1::LayerHistory>& history,
-                       absl::string_view fingerprint) {
+// The sidecar (BaselineSidecar) as protobuf JSON, field names as in the .proto (the layout of
+// every sidecar written so far). Internal when protobuf cannot encode it.
+absl::StatusOr<std::string> SidecarJson(const v1::BaselineInfo& info,
+                                        std::vector<v1::LayerHistory> history,
+                                        absl::string_view fingerprint) {
+  v1::BaselineSidecar sidecar;
+  sidecar.set_format(std::string(kMetaFormat));
+  sidecar.set_record_fnv1a64(std::string(fingerprint));
+  *sidecar.mutable_info() = info;
+  sidecar.mutable_history()->Reserve(static_cast<int>(history.size()));
+  for (v1::LayerHistory& h : history) *sidecar.add_history() = std::move(h);
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  std::string info_json;
-  (void)google::protobuf::util::MessageToJsonString(info, &info_json, options);
-  std::string out = absl::StrCat("{\"format\": \"", kMetaFormat, "\",\n \"record_fnv1a64\": \"",
-                                 fingerprint, "\",\n \"info\": ", info_json, ",\n \"history\": [");
-  for (size_t i = 0; i < history.size(); ++i) {
-    std::string h;
-    (void)google::protobuf::util::MessageToJsonString(history[i], &h, options);
-    absl::StrAppend(&out, i == 0 ? "\n  " : ",\n  ", h);
+  std::string out;
+  if (auto s = google::protobuf::util::MessageToJsonString(sidecar, &out, options); !s.ok()) {
+    return absl::InternalError(absl::StrCat("cannot encode the metadata of baseline '", info.name(),
+                                            "': ", s.message().as_string()));
   }
-  absl::StrAppend(&out, "]}\n");
+  out.push_back('\n');
   return out;
 }
 
@@ -86,32 +92,20 @@ struct Meta {
 };
 
 std::optional<Meta> ParseMeta(const std::string& text, absl::string_view fingerprint) {
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object()) return std::nullopt;
-  auto format = doc.find("format");
-  auto print = doc.find("record_fnv1a64");
-  auto info = doc.find("info");
-  auto history = doc.find("history");
-  if (format == doc.end() || !format->is_string() ||
-      format->get_ref<const std::string&>() != kMetaFormat)
+  v1::BaselineSidecar sidecar;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // A newer daemon's additions.
+  if (!google::protobuf::util::JsonStringToMessage(text, &sidecar, options).ok()) {
     return std::nullopt;
-  if (print == doc.end() || !print->is_string() ||
-      print->get_ref<const std::string&>() != fingerprint)
+  }
+  if (sidecar.format() != kMetaFormat || sidecar.record_fnv1a64() != fingerprint ||
+      !sidecar.has_info()) {
     return std::nullopt;
-  if (info == doc.end() || !info->is_object()) return std::nullopt;
-  if (history == doc.end() || !history->is_array()) return std::nullopt;
-  auto dump = [](const nlohmann::json& j) {
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
+  }
   Meta meta;
-  if (!google::protobuf::util::JsonStringToMessage(dump(*info), &meta.info).ok()) {
-    return std::nullopt;
-  }
-  meta.history.reserve(history->size());
-  for (const nlohmann::json& h : *history) {
-    v1::LayerHistory& out = meta.history.emplace_back();
-    if (!google::protobuf::util::JsonStringToMessage(dump(h), &out).ok()) return std::nullopt;
-  }
+  meta.info = std::move(*sidecar.mutable_info());
+  meta.history.assign(std::make_move_iterator(sidecar.mutable_history()->begin()),
+                      std::make_move_iterator(sidecar.mutable_history()->end()));
   return meta;
 }
 
@@ -173,7 +167,9 @@ absl::StatusOr<v1::BaselineInfo> BaselineStore::Set(absl::string_view name,
   info.set_layers(static_cast<uint32_t>(record.layers.size()));
   info.set_has_history(!history.empty());
   const std::string record_json = TraceToJson(record);
-  const std::string meta_json = MetaToJson(info, history, Fingerprint(record_json));
+  absl::StatusOr<std::string> meta_json =
+      SidecarJson(info, std::move(history), Fingerprint(record_json));
+  if (!meta_json.ok()) return meta_json.status();
 
   absl::MutexLock lock(&mu_);
   std::error_code ec;
@@ -181,7 +177,7 @@ absl::StatusOr<v1::BaselineInfo> BaselineStore::Set(absl::string_view name,
   if (ec) return ErrnoStatus(ec.value(), absl::StrCat("cannot create ", dir_));
   // Sidecar first: NAME.json is what makes the baseline exist, and a NAME.json without its
   // sidecar's fingerprint is taken without history, never with the wrong one.
-  if (absl::Status s = WriteFileAtomic(MetaPath(name), meta_json); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomic(MetaPath(name), *meta_json); !s.ok()) return s;
   if (absl::Status s = WriteFileAtomic(RecordPath(name), record_json); !s.ok()) return s;
   return info;
 }

@@ -5,9 +5,12 @@
 // On disk, in DATA_DIR/baselines/ (it is just files, so baselines survive a daemon restart):
 //   NAME.json           the record in the core JSON layout (trace/json.h): `tracetorch inspect`
 //                       and `tracetorch diff` read it as any trace file.
-//   .NAME.meta.json     BaselineInfo (created, source) and the per-step history (LayerHistory,
-//                       both protobuf JSON), and a fingerprint of NAME.json's bytes. A name never
-//                       starts with '.', so no sidecar is ever another baseline's NAME.json.
+//   .NAME.meta.json     one BaselineSidecar (proto/tracetorch/v1/baseline_sidecar.proto) in
+//                       protobuf JSON: BaselineInfo (created, source), the per-step history
+//                       (LayerHistory) and a fingerprint of NAME.json's bytes. Sidecars written
+//                       before that message existed have the same fields and are read alike. A
+//                       name never starts with '.', so no sidecar is ever another baseline's
+//                       NAME.json.
 // Set writes the sidecar first and NAME.json last, each atomically (trace/atomic_file.h). A
 // NAME.json whose bytes do not match its sidecar's fingerprint (a crash between the two writes,
 // or a file copied in by hand) is still a baseline: it has no history, its source reads "file"
@@ -57,21 +60,27 @@ class BaselineStore {
 
   // Stores (or replaces) `name`. `source` describes where it came from ("session <id>",
   // "upload", "baseline <other>"). Returns its BaselineInfo. InvalidArgument for a bad name;
-  // FailedPrecondition without a data dir; Internal/PermissionDenied/ResourceExhausted when the
-  // files cannot be written.
+  // FailedPrecondition without a data dir; Internal when the sidecar cannot be encoded;
+  // Internal/PermissionDenied/ResourceExhausted when the files cannot be written (nothing is
+  // written when encoding fails).
   absl::StatusOr<v1::BaselineInfo> Set(absl::string_view name, const TraceRecord& record,
                                        std::vector<v1::LayerHistory> history,
                                        absl::string_view source) ABSL_LOCKS_EXCLUDED(mu_);
 
   // NotFound (naming the baseline) when there is none; InvalidArgument for a bad name or a file
-  // that does not parse (the message names the file).
+  // that does not parse (the message names the file); FailedPrecondition without a data dir; a
+  // file that cannot be read is its read error (PermissionDenied, ...). A sidecar that is missing,
+  // unreadable or not NAME.json's gives the baseline no history (see above), never an error.
   absl::StatusOr<Baseline> Get(absl::string_view name) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every baseline, by name. Files that are not baselines (bad names, temporaries) are skipped; a
   // NAME.json that does not parse is listed with layers = 0 and source "unreadable: <why>".
   absl::StatusOr<std::vector<v1::BaselineInfo>> List() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // NotFound when there is no such baseline.
+  // Removes NAME.json, then its sidecar (a sidecar left behind is never used: no NAME.json
+  // matches it). NotFound when there is no such baseline; InvalidArgument for a bad name;
+  // FailedPrecondition without a data dir; PermissionDenied/Internal when NAME.json cannot be
+  // removed.
   absl::Status Remove(absl::string_view name) ABSL_LOCKS_EXCLUDED(mu_);
 
   // DATA_DIR/baselines, or empty without a data dir.

@@ -5,17 +5,23 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/testing/test_util.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
+#include "trace/testing/unprivileged.h"
+#include "tracetorch/v1/baseline_sidecar.pb.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -52,6 +58,23 @@ std::vector<v1::LayerHistory> MakeHistory() {
     h.add_non_finite(s == 3);
   }
   return {h};
+}
+
+// FNV-1a 64 as 16 hex digits: the fingerprint of NAME.json every sidecar has carried (pinned here:
+// changing it would orphan every stored history).
+std::string Fnv1a64(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+std::string ReadAll(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
 }
 
 std::vector<std::string> Names(const std::vector<v1::BaselineInfo>& list) {
@@ -226,13 +249,81 @@ TEST(BaselineStore, WithoutADataDirEveryCallIsFailedPrecondition) {
 }
 
 TEST(BaselineStore, UnwritableDirectoryIsAnError) {
-  if (geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   TempDir dir{"ttbase"};
-  ASSERT_EQ(chmod(dir.path().c_str(), 0500), 0);
+  // Anyone may look, no one may write. Root ignores that: the check runs unprivileged.
+  ASSERT_EQ(chmod(dir.path().c_str(), 0555), 0);
+  tracetorch::testing::ExpectAsUnprivileged([&] {
+    BaselineStore store(dir.path());
+    const absl::Status s = store.Set("main", MakeRecord("Net", 1), {}, "upload").status();
+    return s.code() == absl::StatusCode::kPermissionDenied &&
+           absl::StrContains(s.message(), dir.path());
+  });
+  ASSERT_EQ(chmod(dir.path().c_str(), 0700), 0);
+}
+
+TEST(BaselineStore, TheSidecarIsOneProtobufJsonMessage) {
+  TempDir dir{"ttbase"};
+  BaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
+  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s-1").ok());
+  v1::BaselineSidecar sidecar;
+  const std::string text = ReadAll(store.dir() + "/.main.meta.json");
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text, &sidecar).ok()) << text;
+  EXPECT_EQ(sidecar.format(), "tracetorch-baseline-meta/1");
+  EXPECT_EQ(sidecar.record_fnv1a64(), Fnv1a64(ReadAll(store.dir() + "/main.json")));
+  EXPECT_EQ(sidecar.info().name(), "main");
+  EXPECT_EQ(sidecar.info().source(), "session s-1");
+  EXPECT_EQ(sidecar.info().created_unix_ns(), 1700000000ll * 1000000000ll);
+  ASSERT_EQ(sidecar.history_size(), 1);
+  EXPECT_EQ(sidecar.history(0).steps_size(), 6);
+  EXPECT_TRUE(std::isnan(sidecar.history(0).output_std(0)));
+  // Field names as in the .proto, which is the layout sidecars always had.
+  EXPECT_THAT(text, HasSubstr("\"record_fnv1a64\""));
+  EXPECT_THAT(text, HasSubstr("\"created_unix_ns\""));
+}
+
+TEST(BaselineStore, ReadsSidecarsWrittenByEarlierVersions) {
+  TempDir dir{"ttbase"};
   BaselineStore store(dir.path());
-  const absl::Status s = store.Set("main", MakeRecord("Net", 1), {}, "upload").status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
-  chmod(dir.path().c_str(), 0700);
+  ASSERT_TRUE(std::filesystem::create_directories(store.dir()));
+  ASSERT_TRUE(WriteTraceFile(store.dir() + "/main.json", MakeRecord("Net", 2)).ok());
+  const std::string print = Fnv1a64(ReadAll(store.dir() + "/main.json"));
+  // Byte for byte what the writer before BaselineSidecar produced (its own framing around
+  // protobuf JSON pieces: spaces and newlines, int64 as strings, NaN as "NaN").
+  const std::string old = absl::StrCat(
+      "{\"format\": \"tracetorch-baseline-meta/1\",\n \"record_fnv1a64\": \"", print,
+      "\",\n \"info\": {\"name\":\"main\",\"created_unix_ns\":\"1600000000000000000\","
+      "\"source\":\"session s-old\",\"model_name\":\"Net\",\"layers\":2,\"has_history\":true},"
+      "\n \"history\": [\n  "
+      "{\"full_name\":\"l0\",\"steps\":[\"0\",\"1\"],\"latency_ms\":[0.5,0.75],"
+      "\"output_std\":[\"NaN\",1],\"grad_norm\":[1,1],\"non_finite\":[false,true]}]}\n");
+  ASSERT_TRUE(WriteFileAtomic(store.dir() + "/.main.meta.json", old).ok());
+  auto got = store.Get("main");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->info.source(), "session s-old");
+  EXPECT_EQ(got->info.created_unix_ns(), 1600000000000000000ll);
+  EXPECT_TRUE(got->info.has_history());
+  ASSERT_EQ(got->history.size(), 1u);
+  const v1::LayerHistory& h = got->history[0];
+  ASSERT_EQ(h.steps_size(), 2);
+  EXPECT_EQ(h.steps(1), 1u);
+  EXPECT_EQ(h.latency_ms(1), 0.75);
+  EXPECT_TRUE(std::isnan(h.output_std(0)));
+  EXPECT_TRUE(h.non_finite(1));
+  auto list = store.List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].source(), "session s-old");
+
+  // A field a later version may add is ignored; another format is not ours (no history).
+  std::string newer = old;
+  newer.insert(1, "\"added_later\": 7, ");
+  ASSERT_TRUE(WriteFileAtomic(store.dir() + "/.main.meta.json", newer).ok());
+  EXPECT_EQ(store.Get("main")->history.size(), 1u);
+  std::string other = old;
+  other.replace(other.find("meta/1"), 6, "meta/2");
+  ASSERT_TRUE(WriteFileAtomic(store.dir() + "/.main.meta.json", other).ok());
+  EXPECT_THAT(store.Get("main")->history, IsEmpty());
+  EXPECT_EQ(store.Get("main")->info.source(), "file");
 }
 
 TEST(BaselineStore, ConcurrentSetsAndReadsSeeWholeBaselines) {

@@ -9,10 +9,12 @@
 // Then the core diff (trace/diff.h) runs, with the noise-aware latency rule wherever both sides
 // have history.
 //
-// Errors name the side that failed ("baseline: ...", "current: ...", "source: ..."):
-// InvalidArgument for an empty operand, an empty session id, bad thresholds or a bad baseline name;
-// NotFound for an unknown session or baseline; FailedPrecondition for a baseline call on a daemon
-// that keeps none (no data directory); what the BaselineStore returns otherwise.
+// Errors in resolving an operand name its side ("baseline: ...", "current: ...", "source: ..."):
+// InvalidArgument for an empty operand, an empty session id or a bad baseline name; NotFound for
+// an unknown session ("latest" without sessions too) or baseline; FailedPrecondition for a baseline
+// operand on a daemon that keeps none (no data directory); what the SessionManager or
+// BaselineStore returns otherwise. Errors of the request itself name no side: InvalidArgument for
+// thresholds that are negative or not finite (checked first) and for a bad SetBaseline name.
 //
 // Thread-safe: holds no state of its own beyond its (thread-safe) dependencies.
 #ifndef TRACETORCH_DAEMON_CORE_DIFF_SERVICE_H_
@@ -36,9 +38,15 @@ class DiffService {
   DiffService(const SessionManager* manager, BaselineStore* baselines)
       : manager_(manager), baselines_(baselines) {}
 
+  // The baseline side is resolved first: when both fail, its error is the one returned.
   absl::StatusOr<v1::DiffResponse> Diff(const v1::DiffRequest& request) const;
+  // Stores the source as `request.name` (replacing one of that name); BaselineInfo.source reads
+  // "session <id>", "baseline <name>" or "upload" (a record or snapshot).
   absl::StatusOr<v1::BaselineInfo> SetBaseline(const v1::SetBaselineRequest& request) const;
+  // By name. FailedPrecondition without a data directory.
   absl::StatusOr<std::vector<v1::BaselineInfo>> ListBaselines() const;
+  // NotFound when there is none; InvalidArgument for a bad name; FailedPrecondition without a
+  // data directory.
   absl::Status RemoveBaseline(absl::string_view name) const;
 
  private:

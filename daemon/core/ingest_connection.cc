@@ -140,21 +140,9 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
         return Fail("layer table", s, /*count_frame=*/true, out);
       }
       return true;
-    case v1::AgentMessage::kEvents: {
-      BatchOutcome r = session_->AddBatch(message_.events());
-      Bump(counters_->events_total, r.accepted);
-      if (r.rejected > 0) {
-        Bump(counters_->rejected_events, r.rejected);
-        log_->Warn("undeclared layer",
-                   absl::StrCat("ingest: session ", session_id_, ": ", r.rejected,
-                                " events rejected: ", r.error.message()));
-        if (!warned_undeclared_) {
-          warned_undeclared_ = true;
-          AppendError(r.error, /*fatal=*/false, out);
-        }
-      }
+    case v1::AgentMessage::kEvents:  // Not the exact framing of the hot path (extra fields).
+      HandleBatch(message_.events(), out);
       return true;
-    }
     case v1::AgentMessage::kHeartbeat:
       session_->Heartbeat(message_.heartbeat());
       return true;

@@ -1,15 +1,16 @@
 // One agent connection's protocol state machine, without I/O: the ingest server feeds it frame
 // headers and payloads read from the socket and writes back what it appends to `out`.
 //
-//   OnFrameHeader(len)  -> false: over the frame limit (fatal IngestError appended; close)
+//   OnFrameHeader(len)  -> false: empty or over the frame limit (fatal IngestError appended; close)
 //   OnFrame(payload)    -> false: close after writing `out`
 //   OnClosed(truncated) -> the socket ended; the session is released (aborted without End)
 //
 // Rules: the first message must be a Hello (answered with a Welcome or a fatal IngestError); a
-// frame that does not parse, a second Hello, an unsupported protocol version or a session limit
-// is fatal; events for undeclared layers are dropped and counted, with one non-fatal IngestError
-// per connection. Everything rejected is counted in DaemonCounters and logged once per cause
-// (rate-limited).
+// frame that does not parse, a second Hello, a Hello the SessionManager refuses (protocol version,
+// live-session limit, another uid's session), a layer table the session refuses, any message
+// after End and a message without a kind are fatal; events for undeclared layers are dropped and
+// counted, with one non-fatal IngestError per connection. Everything rejected is counted in
+// DaemonCounters and logged once per cause (rate-limited).
 //
 // Thread-compatible: one connection thread drives it.
 #ifndef TRACETORCH_DAEMON_CORE_INGEST_CONNECTION_H_

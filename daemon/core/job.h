@@ -15,9 +15,11 @@
 
 namespace tracetorch::daemon {
 
-// The job's ranks (ordered by rank, then start time; for each rank the most recently started
-// session), each a full Snapshot, and the divergence anomalies. NotFound when no session has this
-// job id; InvalidArgument for an empty id.
+// The job's ranks, each a full Snapshot (read from disk for sessions no longer in memory: no
+// history), and the divergence anomalies. For each rank the most recently started session, by
+// rank; then the job's sessions without a rank, by start time. A session forgotten meanwhile is
+// left out. NotFound when no session of the job is left; InvalidArgument for an empty id or
+// invalid thresholds; a snapshot that cannot be read is its error (SessionManager::GetSnapshot).
 absl::StatusOr<v1::JobSnapshot> BuildJobSnapshot(const SessionManager& manager,
                                                  std::string_view job_id,
                                                  const DivergenceThresholds& thresholds = {});

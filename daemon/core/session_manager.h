@@ -8,9 +8,11 @@
 //   chars>-<pid>-<n>"
 // so an id is always a safe file name ("../../etc/x" as host becomes "______etc_x").
 //
-// Limits (each hit is counted in DaemonCounters::limit_hits and answered with ResourceExhausted):
-// live sessions, sessions held in memory (ended ones beyond it are evicted; they stay listed and
-// readable from disk), index entries (oldest dropped from the index), and the per-session limits.
+// Limits: live sessions (a new session beyond it is refused with ResourceExhausted and counted in
+// DaemonCounters::limit_hits; a resume is not a new session), sessions held in memory (ended ones
+// beyond it are evicted, counted in sessions_evicted; they stay listed and readable from disk),
+// index entries (the oldest ended sessions are forgotten, counted in limit_hits; their files
+// stay), and the per-session limits (Session).
 //
 // Thread-safe.
 #ifndef TRACETORCH_DAEMON_CORE_SESSION_MANAGER_H_
@@ -40,7 +42,8 @@ namespace tracetorch::daemon {
 struct SessionManagerOptions {
   std::string data_dir;  // Empty: nothing is persisted (tests).
   size_t max_live_sessions = 1024;
-  size_t max_sessions_in_memory = 256;  // Live ones always stay; ended ones are evicted first.
+  // Live and attached sessions always stay; beyond this, ended ones are evicted, oldest first.
+  size_t max_sessions_in_memory = 256;
   size_t max_index_entries = 10000;
   SessionLimits session_limits;
   Thresholds thresholds;
@@ -77,8 +80,9 @@ class SessionManager {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The connection that opened `attachment` is gone. Without `ended` (no End received) a live
-  // session becomes aborted. Either way its snapshot is written now (aborted sessions: before this
-  // returns) and the index updated. A stale attachment (the agent already reconnected) is ignored.
+  // session becomes aborted. Either way its snapshot and the index are written before this returns
+  // (a write error is logged and counted in snapshot_errors). A stale attachment (the agent
+  // already reconnected) is ignored.
   void Release(const std::shared_ptr<Session>& session, uint64_t attachment, bool ended)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -86,7 +90,8 @@ class SessionManager {
   std::vector<v1::SessionInfo> List(std::string_view job_id = "") const ABSL_LOCKS_EXCLUDED(mu_);
 
   // A session's snapshot by id or "latest" (most recently started). Sessions no longer in memory
-  // are read from their snapshot file (no history). NotFound for an unknown id.
+  // are read from their snapshot file (no history): NotFound when it is gone, Internal when it
+  // cannot be read or parsed. NotFound for an unknown id, and for "latest" without sessions.
   absl::StatusOr<v1::Snapshot> GetSnapshot(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // What `ref` (an id or "latest") resolves to now: the session id and, while the session is in

@@ -22,8 +22,11 @@
 //    sequence number shows the gap to the viewer). When the write completes, the newest state is
 //    built and sent. Nothing queues: ingest and other viewers never wait for a viewer.
 //  - Session end (finished / aborted): the final `full`, then `session_ended`, then the stream is
-//    closed OK. A job watch ends the same way once every session of the job has ended (the
-//    `session_ended` carries the session that ended last).
+//    closed OK. A session no longer in memory (evicted) gets its last snapshot as read from disk
+//    (no history), then the same end. A job watch ends the same way once every session of the job
+//    has ended (the `session_ended` carries the session that ended last). A state that cannot be
+//    prepared (the evicted session's file is gone, the job's sessions were forgotten) closes the
+//    stream with that error.
 //  - Shutdown(): a `shutdown` update to every viewer, then close OK; a viewer that cannot take it
 //    within the grace period is closed UNAVAILABLE.
 //
@@ -34,6 +37,21 @@
 // base), so the base alone decides each layer's delta — the per-point change versions and the
 // versions of the latest two thinnings (Session::WatchView) say which points it lacks — and viewers
 // at the same base share one delta.
+//
+// Preparation: the states that are slow to build — an evicted session's snapshot (read from disk)
+// and a job's (every rank's snapshot and the cross-rank divergence) — are never built on the hub
+// thread, which serves every viewer: they are prepared by the executor (a worker thread of the
+// hub's own by default; daemon/core/watch_feed.h has the work), one at a time per feed whatever
+// the number of viewers, and the hub takes them back on the pass after they are ready. Until then
+// a viewer waiting for one holds a pending state of the version it asked for; when the one that
+// comes back is older than that, the next is started. The other viewers are served as usual. A job
+// viewer is sent the first job snapshot prepared at or after the job's version at its tick (or at
+// its coalesced tick). A live session's state is a copy of memory (Session::GetWatchView) and is
+// built on the hub thread.
+//
+// Units: the per-viewer rules are a state machine (daemon/core/watch_viewer.h), the delta a pure
+// function (daemon/core/watch_delta.h), the shared per-session and per-job state feeds
+// (daemon/core/watch_feed.h); the hub keeps the locks, the feeds' sharing and the dispatch.
 //
 // Threading: one hub thread (or the caller of Poll() in tests) builds updates and calls the sinks;
 // never two calls on one sink at once, never while holding the hub's locks. Subscribe, WriteDone,
@@ -57,8 +75,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/core/serial_worker.h"
 #include "daemon/core/session.h"
 #include "daemon/core/session_manager.h"
+#include "daemon/core/watch_feed.h"
+#include "daemon/core/watch_viewer.h"
 #include "trace/divergence.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -89,6 +110,13 @@ struct WatchHubOptions {
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   // For job watches (cross-rank divergence).
   DivergenceThresholds divergence;
+  // Where the slow states are prepared (see Preparation above): called from the hub thread (inside
+  // a pass, so it must not call the hub) with a task to run exactly once, on another thread or at
+  // once (then Poll() takes the result back in the same call); a viewer waits for it until then.
+  // The task calls only the SessionManager and the hub's hand-back, which outlives the hub (after
+  // Shutdown() its result is dropped). Null: a worker thread of the hub's own, stopped by
+  // Shutdown().
+  std::function<void(std::function<void()> task)> prepare;
 };
 
 struct WatchHubStats {
@@ -120,22 +148,29 @@ class WatchHub {
   // The sink is gone (it was closed). Unknown ids are ignored.
   void Remove(uint64_t viewer) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // One pass at clock(): new viewers, due ticks, completed writes, cancellations. Returns when
-  // the next tick is due (InfiniteFuture when none). The hub thread calls it; with
-  // start_thread = false the owner does.
+  // One pass at clock(): new viewers, prepared states taken back, due ticks, completed writes,
+  // cancellations; then another at once while a preparation it started is already done (an
+  // executor that runs tasks at once). Returns when the next tick is due (InfiniteFuture when
+  // none). The hub thread calls it; with start_thread = false the owner does.
   absl::Time Poll() ABSL_LOCKS_EXCLUDED(poll_mu_, mu_);
 
   // Sends `shutdown` to every viewer, waits up to shutdown_grace for them to take it, closes every
-  // sink (OK after a delivered shutdown, else UNAVAILABLE), stops the thread. Later Subscribe
-  // calls get Unavailable. Idempotent.
+  // sink (OK after a delivered shutdown, else UNAVAILABLE), stops the threads (preparations still
+  // queued are dropped; one that completes later is ignored). Later Subscribe calls get
+  // Unavailable. Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(poll_mu_, mu_);
 
   WatchHubStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Feed;     // One watched session's cached state, shared by its viewers.
-  struct JobFeed;  // The same for a job.
-  struct ViewerState;
+  struct Viewer;   // One viewer: its state machine and the feed it watches.
+  struct Mailbox;  // Where prepared states are handed back to the hub.
+  // A feed and how many viewers share it.
+  template <typename F>
+  struct Shared {
+    std::shared_ptr<F> feed;
+    int viewers = 0;
+  };
 
   // What a sink's callbacks share with the poller.
   struct Link {
@@ -157,14 +192,38 @@ class WatchHub {
   };
 
   struct Pass;  // One Poll pass's decisions.
+  // A preparation: runs elsewhere, returns what the poller runs to take its result back.
+  using PrepareTask = std::function<std::function<void()>()>;
 
   absl::Time PollLocked(bool force_close, bool* all_closed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
+  void AddViewers(std::vector<Incoming> incoming, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  // Runs what the preparations handed back; whether there was any.
+  bool TakePrepared() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HasPrepared() const;
+  // Carries out the viewer's next step into `pass`.
+  void Decide(Viewer& v, const WatchViewer::Link& link, const WatchViewer::Pass& now, Pass& pass)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  // kSendState, per kind of feed.
+  void SendSessionState(Viewer& v, absl::Time now, Pass& pass)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  void SendJobState(Viewer& v, absl::Time now, Pass& pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  void SendEvictedState(Viewer& v, absl::Time now, Pass& pass)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  uint64_t CurrentVersion(Viewer& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  void Close(Viewer& v, absl::Status status, Pass& pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  void Detach(Viewer& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  // Starts `task` on the executor (or the worker).
+  void StartPreparing(PrepareTask task);
+  void Wake() ABSL_LOCKS_EXCLUDED(mu_);
   void Run() ABSL_LOCKS_EXCLUDED(poll_mu_, mu_);
   absl::Duration ClampInterval(double seconds, absl::Status* error) const;
 
   const SessionManager* const manager_;
   const WatchHubOptions options_;
+  const std::shared_ptr<Mailbox> mailbox_;
+  std::unique_ptr<SerialWorker> worker_;  // Without options_.prepare. Constant after construction.
 
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(poll_mu_);
   absl::flat_hash_map<uint64_t, Link> links_ ABSL_GUARDED_BY(mu_);
@@ -178,9 +237,10 @@ class WatchHub {
   // The poller's own state: only Poll passes (serialised by poll_mu_) touch it.
   absl::Mutex poll_mu_;
   uint64_t pass_ ABSL_GUARDED_BY(poll_mu_) = 0;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<ViewerState>> viewers_ ABSL_GUARDED_BY(poll_mu_);
-  absl::flat_hash_map<const Session*, std::shared_ptr<Feed>> feeds_ ABSL_GUARDED_BY(poll_mu_);
-  absl::flat_hash_map<std::string, std::shared_ptr<JobFeed>> job_feeds_ ABSL_GUARDED_BY(poll_mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Viewer>> viewers_ ABSL_GUARDED_BY(poll_mu_);
+  absl::flat_hash_map<const Session*, Shared<SessionFeed>> feeds_ ABSL_GUARDED_BY(poll_mu_);
+  absl::flat_hash_map<std::string, Shared<JobFeed>> job_feeds_ ABSL_GUARDED_BY(poll_mu_);
+  absl::flat_hash_map<std::string, Shared<EvictedFeed>> evicted_feeds_ ABSL_GUARDED_BY(poll_mu_);
 
   std::atomic<uint64_t> updates_sent_{0};
   std::atomic<uint64_t> updates_coalesced_{0};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -10,26 +12,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/core/history.h"
-#include "google/protobuf/util/field_comparator.h"
-#include "google/protobuf/util/message_differencer.h"
+#include "daemon/testing/messages.h"
+#include "daemon/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "protocol/watch_state.h"
 
 namespace tracetorch::daemon {
 namespace {
 
-// Equal protos, or the differences.
-::testing::AssertionResult SameProto(const google::protobuf::Message& a,
-                                     const google::protobuf::Message& b) {
-  google::protobuf::util::DefaultFieldComparator nan_equal;  // History holds NaN for "none".
-  nan_equal.set_treat_nan_as_equal(true);
-  google::protobuf::util::MessageDifferencer d;
-  d.set_field_comparator(&nan_equal);
-  std::string report;
-  d.ReportDifferencesToString(&report);
-  if (d.Compare(a, b)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << report;
-}
+using test_util::Batch;
+using test_util::MakeHello;
+using test_util::SameProto;
+using test_util::Table;
 
 // A viewer's stream as the hub sees it: records what it was sent; writes complete when the test
 // says so (a stalled viewer never completes them), or at once with `auto_complete`.
@@ -138,56 +132,6 @@ class FakeSink : public WatchSink {
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
 };
 
-v1::Hello MakeHello(const std::string& job_id = "", int rank = 0) {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(77);
-  h.mutable_identity()->set_host("box");
-  h.mutable_identity()->set_model_name("Net");
-  if (!job_id.empty()) {
-    h.mutable_identity()->set_job_id(job_id);
-    h.mutable_identity()->set_rank(rank);
-  }
-  return h;
-}
-
-v1::LayerTable Table(int layers) {
-  v1::LayerTable t;
-  for (int i = 0; i < layers; ++i) {
-    v1::LayerDecl* d = t.add_layers();
-    d->set_id(static_cast<uint32_t>(i));
-    d->set_name(absl::StrCat("l", i));
-    d->set_type("Linear");
-    d->set_full_name(absl::StrCat("net.l", i));
-    d->set_depth(2);
-    d->set_params(100);
-  }
-  return t;
-}
-
-// Forward + backward events for `layers` (ids) over steps [first, first + steps).
-v1::EventBatch Batch(const std::vector<uint32_t>& layers, int first, int steps) {
-  v1::EventBatch b;
-  for (int step = first; step < first + steps; ++step) {
-    for (uint32_t l : layers) {
-      v1::ForwardEvent* f = b.add_forward();
-      f->set_layer_id(l);
-      f->set_step(static_cast<uint64_t>(step));
-      f->set_latency_ms(0.1 * (l + 1) + 0.001 * step);
-      v1::TensorEvent* out = f->add_outputs();
-      out->add_shape(4);
-      out->add_shape(8);
-      out->mutable_stats()->set_mean(0.0);
-      out->mutable_stats()->set_std(1.0 + 0.01 * step);
-      v1::BackwardEvent* g = b.add_backward();
-      g->set_layer_id(l);
-      g->set_step(static_cast<uint64_t>(step));
-      g->set_grad_norm(1.0 + step);
-    }
-  }
-  return b;
-}
-
 class WatchHubTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -196,13 +140,27 @@ class WatchHubTest : public ::testing::Test {
     manager_ = *std::move(m);
   }
 
+  // Another manager. Call before MakeHub.
+  void UseManager(SessionManagerOptions options) {
+    auto m = SessionManager::Create(std::move(options), &counters_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
   // A manager whose sessions keep `steps` history points per layer. Call before MakeHub.
   void UseHistorySteps(size_t steps) {
     SessionManagerOptions o;
     o.session_limits.history_steps = steps;
-    auto m = SessionManager::Create(o, &counters_);
-    ASSERT_TRUE(m.ok()) << m.status();
-    manager_ = *std::move(m);
+    UseManager(o);
+  }
+  // The hub's preparations (an evicted session's or a job's snapshot) wait in preparations_
+  // until RunPreparations(), instead of running at once (then one Poll() delivers them). Call
+  // before MakeHub.
+  void UseManualPreparation() { manual_preparation_ = true; }
+  size_t RunPreparations() {
+    std::vector<std::function<void()>> tasks;
+    tasks.swap(preparations_);
+    for (std::function<void()>& task : tasks) task();
+    return tasks.size();
   }
 
   // The hub is destroyed before the sinks (members, in reverse order).
@@ -211,6 +169,13 @@ class WatchHubTest : public ::testing::Test {
     o.start_thread = false;
     o.clock = [this] { return now_; };
     o.shutdown_grace = grace;
+    o.prepare = [this](std::function<void()> task) {
+      if (manual_preparation_) {
+        preparations_.push_back(std::move(task));
+      } else {
+        task();
+      }
+    };
     hub_ = std::make_unique<WatchHub>(manager_.get(), o);
     return hub_.get();
   }
@@ -220,10 +185,12 @@ class WatchHubTest : public ::testing::Test {
     return *sinks_.back();
   }
 
-  std::shared_ptr<Session> NewSession(int layers, int steps, const std::string& job_id = "",
-                                      int rank = 0) {
+  // A session with `layers` declared layers and `steps` steps of events for all of them.
+  SessionManager::Opened OpenSession(int layers, int steps, const std::string& job_id = "",
+                                     int rank = 0) {
     auto opened = manager_->Open(MakeHello(job_id, rank), {});
     EXPECT_TRUE(opened.ok()) << opened.status();
+    if (!opened.ok()) return {};
     std::shared_ptr<Session> s = opened->session;
     EXPECT_TRUE(s->DeclareLayers(Table(layers)).ok());
     std::vector<uint32_t> all;
@@ -231,7 +198,39 @@ class WatchHubTest : public ::testing::Test {
     if (steps > 0) {
       EXPECT_EQ(s->AddBatch(Batch(all, 0, steps)).rejected, 0u);
     }
-    return s;
+    return *std::move(opened);
+  }
+  std::shared_ptr<Session> NewSession(int layers, int steps, const std::string& job_id = "",
+                                      int rank = 0) {
+    return OpenSession(layers, steps, job_id, rank).session;
+  }
+
+  // A session that ended and was released (its snapshot written when there is a data dir).
+  std::string EndedSession(int layers, int steps) {
+    SessionManager::Opened opened = OpenSession(layers, steps);
+    if (opened.session == nullptr) return "";
+    std::shared_ptr<Session> s = opened.session;
+    s->Finish(v1::End(), now_);
+    manager_->Release(s, opened.attachment, /*ended=*/true);
+    return s->id();
+  }
+
+  // Over `data_dir`, with one session held in memory: an ended session (2 layers, 3 steps) that a
+  // newer, live one evicted (its snapshot on disk). Call before MakeHub.
+  struct Evicted {
+    std::string id;
+    std::shared_ptr<Session> newer;
+  };
+  Evicted EvictedSession(const std::string& data_dir) {
+    SessionManagerOptions o;
+    o.data_dir = data_dir;
+    o.max_sessions_in_memory = 1;
+    UseManager(o);
+    Evicted out;
+    out.id = EndedSession(2, 3);
+    out.newer = NewSession(2, 2);
+    EXPECT_EQ(manager_->Find(out.id)->session, nullptr) << "not evicted";
+    return out;
   }
 
   static v1::WatchRequest Request(const std::string& session, double interval_s = 0) {
@@ -251,6 +250,8 @@ class WatchHubTest : public ::testing::Test {
   DaemonCounters counters_;
   std::unique_ptr<SessionManager> manager_;
   std::vector<std::unique_ptr<FakeSink>> sinks_;
+  bool manual_preparation_ = false;
+  std::vector<std::function<void()>> preparations_;
   std::unique_ptr<WatchHub> hub_;
   // On a tick of every interval used below.
   absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
@@ -796,7 +797,7 @@ TEST_F(WatchHubTest, ShutdownWaitsForAViewerThatTakesItInTime) {
   std::thread viewer([&] {
     // Takes the first update, then the shutdown, a little later each.
     slow.Complete();
-    while (slow.count() < 2) absl::SleepFor(absl::Milliseconds(1));
+    ASSERT_TRUE(slow.WaitForCount(2));
     slow.Complete();
   });
   hub->Shutdown();
@@ -887,6 +888,170 @@ TEST_F(WatchHubTest, TheHubThreadDeliversWithoutPolling) {
   ASSERT_TRUE(sink.WaitForCount(4));  // Final full, session_ended.
   ASSERT_TRUE(sink.WaitForClose());
   EXPECT_EQ(sink.update(3)->kind_case(), v1::WatchUpdate::kSessionEnded);
+  EXPECT_TRUE(sink.closed()->ok());
+}
+
+// ---- Preparation off the hub thread -------------------------------------------------------------
+
+TEST_F(WatchHubTest, AnEvictedSessionIsReadOffTheHubThreadOnceForAllItsViewers) {
+  test_util::TempDir dir{"tthub"};
+  const auto [old, live] = EvictedSession(dir.path());
+  UseManualPreparation();
+  WatchHub* hub = MakeHub();
+  FakeSink& a = NewSink(/*auto_complete=*/true);
+  FakeSink& b = NewSink(/*auto_complete=*/true);
+  FakeSink& other = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(old), a);
+  Subscribe(*hub, Request(old), b);
+  Subscribe(*hub, Request(live->id()), other);
+  hub->Poll();
+  // The file is not read on the hub thread: its viewers wait, the others are served.
+  EXPECT_EQ(other.count(), 1u);
+  EXPECT_EQ(a.count(), 0u);
+  EXPECT_EQ(b.count(), 0u);
+  EXPECT_EQ(preparations_.size(), 1u);  // One read for both viewers.
+  hub->Poll();
+  EXPECT_EQ(a.count(), 0u);
+  EXPECT_EQ(preparations_.size(), 1u);  // Still in flight: not asked again.
+
+  EXPECT_EQ(RunPreparations(), 1u);
+  hub->Poll();  // Taken back: the last state...
+  hub->Poll();  // ...session_ended...
+  hub->Poll();  // ...close.
+  for (FakeSink* sink : {&a, &b}) {
+    ASSERT_EQ(sink->count(), 2u);
+    const v1::WatchUpdate& u = *sink->update(0);
+    ASSERT_EQ(u.kind_case(), v1::WatchUpdate::kFull);
+    EXPECT_EQ(u.sequence(), 1u);
+    EXPECT_EQ(u.full().session().session_id(), old);
+    EXPECT_EQ(u.full().session().state(), v1::SESSION_STATE_FINISHED);
+    EXPECT_EQ(u.full().record().layers_size(), 2);
+    EXPECT_EQ(u.full().history_size(), 0);       // Not kept on disk.
+    EXPECT_EQ(&u.full(), &a.update(0)->full());  // One snapshot, shared.
+    ASSERT_EQ(sink->update(1)->kind_case(), v1::WatchUpdate::kSessionEnded);
+    EXPECT_EQ(sink->update(1)->session_ended().session_id(), old);
+    ASSERT_TRUE(sink->closed().has_value());
+    EXPECT_TRUE(sink->closed()->ok()) << *sink->closed();
+  }
+  EXPECT_TRUE(preparations_.empty());
+}
+
+TEST_F(WatchHubTest, AnEvictedSessionWhoseFileIsGoneClosesItsViewersWithTheError) {
+  test_util::TempDir dir{"tthub"};
+  const std::string old = EvictedSession(dir.path()).id;
+  ASSERT_TRUE(std::filesystem::remove(manager_->SnapshotPath(old)));
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(old), sink);
+  hub->Poll();
+  EXPECT_EQ(sink.count(), 0u);
+  ASSERT_TRUE(sink.closed().has_value());
+  EXPECT_EQ(sink.closed()->code(), absl::StatusCode::kNotFound) << *sink.closed();
+  EXPECT_EQ(hub->stats().watchers, 0u);
+}
+
+TEST_F(WatchHubTest, AJobSnapshotIsPreparedOffTheHubThreadWhileOthersAreServed) {
+  std::shared_ptr<Session> r0 = NewSession(2, 3, "job-7", 0);
+  std::shared_ptr<Session> r1 = NewSession(2, 3, "job-7", 1);
+  std::shared_ptr<Session> s = NewSession(3, 5);
+  UseManualPreparation();
+  WatchHub* hub = MakeHub();
+  FakeSink& job = NewSink(/*auto_complete=*/true);
+  FakeSink& session = NewSink(/*auto_complete=*/true);
+  v1::WatchRequest request;
+  request.set_job_id("job-7");
+  request.set_interval_s(0.1);
+  Subscribe(*hub, request, job);
+  Subscribe(*hub, Request(s->id(), 0.1), session);
+  hub->Poll();
+  EXPECT_EQ(session.count(), 1u);
+  EXPECT_EQ(job.count(), 0u);
+  ASSERT_EQ(preparations_.size(), 1u);
+
+  // A tick passes with the job's snapshot still being built: the session viewer is not held up,
+  // and no second build of the job is queued behind the first.
+  s->AddBatch(Batch({0}, 5, 1));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  EXPECT_EQ(session.count(), 2u);
+  EXPECT_EQ(job.count(), 0u);
+  EXPECT_EQ(preparations_.size(), 1u);
+
+  EXPECT_EQ(RunPreparations(), 1u);
+  hub->Poll();  // Off-tick: served as soon as it is ready.
+  ASSERT_EQ(job.count(), 1u);
+  ASSERT_EQ(job.update(0)->kind_case(), v1::WatchUpdate::kJob);
+  EXPECT_EQ(job.update(0)->sequence(), 1u);
+  EXPECT_EQ(job.update(0)->job().ranks_size(), 2);
+  EXPECT_GT(job.update(0)->newest_event_unix_ns(), 0);
+
+  // The job changes; at its tick a new build starts, and the viewer is sent that one once it is
+  // ready, between ticks.
+  r0->AddBatch(Batch({1}, 3, 1));
+  now_ += absl::Milliseconds(100);
+  hub->Poll();
+  EXPECT_EQ(job.count(), 1u);
+  ASSERT_EQ(preparations_.size(), 1u);
+  now_ += absl::Milliseconds(30);
+  hub->Poll();
+  EXPECT_EQ(preparations_.size(), 1u);
+  EXPECT_EQ(RunPreparations(), 1u);
+  hub->Poll();
+  ASSERT_EQ(job.count(), 2u);
+  EXPECT_EQ(job.update(1)->kind_case(), v1::WatchUpdate::kJob);
+  EXPECT_EQ(job.update(1)->sequence(), 2u);
+
+  // Every rank ends: the final job, then session_ended (the rank that ended last), then close.
+  r0->Finish(v1::End(), now_);
+  r1->Finish(v1::End(), now_ + absl::Milliseconds(1));
+  now_ += absl::Milliseconds(170);  // Its next tick: a whole interval after it was served.
+  hub->Poll();
+  EXPECT_EQ(RunPreparations(), 1u);
+  hub->Poll();
+  hub->Poll();
+  hub->Poll();
+  ASSERT_EQ(job.count(), 4u);
+  EXPECT_EQ(job.update(2)->kind_case(), v1::WatchUpdate::kJob);
+  ASSERT_EQ(job.update(3)->kind_case(), v1::WatchUpdate::kSessionEnded);
+  EXPECT_EQ(job.update(3)->session_ended().session_id(), r1->id());
+  ASSERT_TRUE(job.closed().has_value());
+  EXPECT_TRUE(job.closed()->ok()) << *job.closed();
+}
+
+TEST_F(WatchHubTest, APreparationThatEndsAfterTheHubIsDroppedHarmlessly) {
+  NewSession(2, 3, "job-7", 0);
+  UseManualPreparation();
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  v1::WatchRequest request;
+  request.set_job_id("job-7");
+  Subscribe(*hub, request, sink);
+  hub->Poll();
+  ASSERT_EQ(preparations_.size(), 1u);
+  hub->Shutdown();  // The viewer waiting for it still gets `shutdown`.
+  ASSERT_EQ(sink.count(), 1u);
+  EXPECT_EQ(sink.update(0)->kind_case(), v1::WatchUpdate::kShutdown);
+  ASSERT_TRUE(sink.closed().has_value());
+  EXPECT_TRUE(sink.closed()->ok());
+  hub_.reset();
+  EXPECT_EQ(RunPreparations(), 1u);  // Runs against the manager; its result goes nowhere.
+  EXPECT_EQ(sink.count(), 1u);
+}
+
+TEST_F(WatchHubTest, TheHubThreadAndItsWorkerDeliverAJob) {
+  std::shared_ptr<Session> r0 = NewSession(2, 2, "job-7", 0);
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  hub_ = std::make_unique<WatchHub>(manager_.get(), WatchHubOptions());  // Real clock, threads.
+  v1::WatchRequest request;
+  request.set_job_id("job-7");
+  request.set_interval_s(0.05);
+  Subscribe(*hub_, request, sink);
+  ASSERT_TRUE(sink.WaitForCount(1));
+  EXPECT_EQ(sink.update(0)->kind_case(), v1::WatchUpdate::kJob);
+  r0->Finish(v1::End(), absl::Now());
+  ASSERT_TRUE(sink.WaitForCount(3));  // The final job, session_ended.
+  ASSERT_TRUE(sink.WaitForClose());
+  EXPECT_EQ(sink.update(2)->kind_case(), v1::WatchUpdate::kSessionEnded);
   EXPECT_TRUE(sink.closed()->ok());
 }
 

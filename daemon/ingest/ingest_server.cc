@@ -68,7 +68,10 @@ absl::Status ClaimSocketPath(const std::string& path) {
         return absl::PermissionDeniedError(
             absl::StrCat("cannot create socket directory ", parent.string(), ": ", ec.message()));
       }
-      chmod(parent.c_str(), 0750);
+      if (chmod(parent.c_str(), 0750) != 0) {
+        return absl::PermissionDeniedError(
+            ErrnoText(absl::StrCat("chmod 0750 ", parent.string()), errno));
+      }
     }
   }
   struct stat st;
@@ -102,6 +105,19 @@ absl::Status ClaimSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status SetSocketAccess(const std::string& path, std::optional<gid_t> group) {
+  auto failed = [&path](absl::string_view what, int err) {
+    return absl::Status(err == EPERM || err == EACCES ? absl::StatusCode::kPermissionDenied
+                                                      : absl::StatusCode::kInternal,
+                        ErrnoText(absl::StrCat("cannot ", what, " socket ", path), err));
+  };
+  if (chmod(path.c_str(), 0660) != 0) return failed("set mode 0660 on", errno);
+  if (group.has_value() && chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    return failed(absl::StrCat("give group ", *group, " to"), errno);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<IngestServer>> IngestServer::Start(IngestServerOptions options,
                                                                   SessionManager* manager,
                                                                   DaemonCounters* counters,
@@ -119,14 +135,10 @@ absl::StatusOr<std::unique_ptr<IngestServer>> IngestServer::Start(IngestServerOp
                         ErrnoText(absl::StrCat("bind ", options.socket_path), err));
   }
   // Nobody can connect before listen(), so fixing the mode here leaves no window.
-  if (chmod(options.socket_path.c_str(), 0660) != 0 ||
-      (options.socket_group.has_value() &&
-       chown(options.socket_path.c_str(), static_cast<uid_t>(-1), *options.socket_group) != 0)) {
-    const int err = errno;
+  if (absl::Status s = SetSocketAccess(options.socket_path, options.socket_group); !s.ok()) {
     close(fd);
     unlink(options.socket_path.c_str());
-    return absl::PermissionDeniedError(
-        ErrnoText(absl::StrCat("set mode/group of ", options.socket_path), err));
+    return s;
   }
   if (listen(fd, 128) != 0) {
     const int err = errno;

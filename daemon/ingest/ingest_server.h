@@ -2,6 +2,12 @@
 // one thread per agent connection (bounded by max_connections) driving an IngestConnection.
 // Transport only: all protocol and session logic lives in IngestConnection and SessionManager.
 //
+// Socket access is never best effort: a mode or group that cannot be set (the socket's, or the
+// socket directory's when it is created here) is a startup error naming the path, the operation
+// and errno's text, since the socket would otherwise be open to other users or closed to the
+// group the operator named. The daemon applies the same rules to its gRPC socket (ClaimSocketPath,
+// SetSocketAccess).
+//
 // Thread-safe. Shutdown() (or the destructor) stops accepting, ends every connection (each
 // session is released: aborted unless it had ended) and removes the socket file.
 #ifndef TRACETORCH_DAEMON_INGEST_INGEST_SERVER_H_
@@ -30,23 +36,33 @@ namespace tracetorch::daemon {
 struct IngestServerOptions {
   std::string socket_path;
   uint32_t max_frame_bytes = 16u << 20;
+  // Connections beyond this are answered with a fatal IngestError (ResourceExhausted) and closed,
+  // counted in rejected_connections and limit_hits.
   size_t max_connections = 512;
   // Peers allowed to connect besides the socket's file permissions. Both empty: anyone who can
   // open the socket. Otherwise a peer whose uid is in allowed_uids or gid in allowed_gids.
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
-  std::optional<gid_t> socket_group;  // chown the socket to this group.
+  std::optional<gid_t> socket_group;  // The socket's group (SetSocketAccess).
 };
 
 // Makes `path` available for a new listener: FailedPrecondition ("another tracetorchd is already
 // serving ...") when something accepts connections there, FailedPrecondition when the path exists
 // and is not a socket; a stale socket nobody answers on is unlinked. Creates the parent directory
-// (0750) when missing.
+// (0750) when missing; PermissionDenied when it cannot be created or given that mode.
+// InvalidArgument for an empty path or one too long for a socket address.
 absl::Status ClaimSocketPath(const std::string& path);
+
+// Gives a socket just bound at `path` mode 0660 and, with `group`, that group (the owner stays).
+// PermissionDenied (EPERM, EACCES) or Internal (anything else), naming the path and the
+// operation, when either fails. Call it before listen() where the caller controls that, so that
+// nobody connects under the wrong mode.
+absl::Status SetSocketAccess(const std::string& path, std::optional<gid_t> group);
 
 class IngestServer {
  public:
-  // Binds and listens (after ClaimSocketPath), then accepts in a background thread.
+  // Claims the path (ClaimSocketPath), binds, sets the socket's access (SetSocketAccess: a failure
+  // unlinks the socket and is returned), listens, then accepts in a background thread.
   static absl::StatusOr<std::unique_ptr<IngestServer>> Start(IngestServerOptions options,
                                                              SessionManager* manager,
                                                              DaemonCounters* counters,

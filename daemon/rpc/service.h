@@ -1,5 +1,8 @@
 // The gRPC TraceService for viewers and tools: a thin adapter over the daemon's logic (callback
-// API; no reaction blocks on I/O beyond reading a snapshot or baseline file).
+// API). The unary methods run their call to the core on gRPC's thread: GetSnapshot and Diff may
+// read snapshot and baseline files, SetBaseline writes one and RemoveBaseline removes one; Watch
+// never touches the disk on any thread of gRPC's (its slow states are prepared by the WatchHub's
+// worker).
 //
 //   ListSessions, GetSnapshot, GetStats   service.cc       over SessionManager
 //   Diff, Set/List/RemoveBaseline         service.cc       over DiffService

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "service_client/service_client.h"
 #include "service_client/watch_stream.h"
+#include "trace/testing/unprivileged.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -116,11 +117,19 @@ TEST(ReadTokenFile, BadFilesNameTheFile) {
   const std::string huge = dir.path() + "/huge";
   WriteFile(huge, std::string(5000, 'a'));
   EXPECT_EQ(ReadTokenFile(huge).status().code(), absl::StatusCode::kInvalidArgument);
-  if (geteuid() != 0) {  // Root reads anything.
-    const std::string locked = dir.path() + "/locked";
-    WriteFile(locked, "tok\n", 0000);
-    EXPECT_EQ(ReadTokenFile(locked).status().code(), absl::StatusCode::kPermissionDenied);
-  }
+}
+
+TEST(ReadTokenFile, AFileItMayNotReadIsPermissionDenied) {
+  TempDir dir{"ttauth"};
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);  // Others may look up the file, not read it.
+  const std::string locked = dir.path() + "/locked";
+  WriteFile(locked, "tok\n", 0000);
+  // Root reads anything: the check runs unprivileged.
+  tracetorch::testing::ExpectAsUnprivileged([&] {
+    const absl::Status s = ReadTokenFile(locked).status();
+    return s.code() == absl::StatusCode::kPermissionDenied &&
+           absl::StrContains(s.message(), locked);
+  });
 }
 
 TEST(ValidateTcpListenerOptions, RefusesUnsafeOrIncompleteSettings) {

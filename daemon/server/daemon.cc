@@ -1,7 +1,6 @@
 #include "daemon/server/daemon.h"
 
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -162,10 +161,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
         "cannot listen on ", tcp_listen,
         c.tls_cert_file.empty() ? "" : " (or the TLS certificate and key do not match)"));
   }
-  chmod(c.service_socket_path.c_str(), 0660);
-  if (c.socket_group.has_value()) {
-    (void)!chown(c.service_socket_path.c_str(), static_cast<uid_t>(-1), *c.socket_group);
-  }
+  // gRPC created the socket with the process umask and listens already: its mode is fixed right
+  // after, and a failure stops the start (the returned error unwinds through ~Daemon).
+  if (absl::Status s = SetSocketAccess(c.service_socket_path, c.socket_group); !s.ok()) return s;
 
   absl::StatusOr<std::unique_ptr<IngestServer>> server =
       IngestServer::Start(std::move(ingest), d->manager_.get(), &d->counters_, &d->log_);

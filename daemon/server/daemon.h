@@ -56,8 +56,8 @@ struct DaemonConfig {
   size_t max_connections = 512;
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
-  std::optional<gid_t> socket_group;
-  SessionManagerOptions sessions;  // data_dir is taken from above.
+  std::optional<gid_t> socket_group;  // Both sockets' group (mode 0660 either way).
+  SessionManagerOptions sessions;     // data_dir is taken from above.
 };
 
 // Defaults: a system service (root, or `system` set) uses /run/tracetorch and /var/lib/tracetorch;
@@ -73,8 +73,10 @@ absl::Status ValidateRemoteAccess(const DaemonConfig& config);
 
 class Daemon {
  public:
-  // Validates the config, loads the index, claims the socket (FailedPrecondition when another
-  // daemon serves it), starts ingest and gRPC.
+  // Validates the config (InvalidArgument), loads the index, claims both sockets
+  // (FailedPrecondition when another daemon serves them), starts gRPC and ingest. Each socket gets
+  // mode 0660 and socket_group: PermissionDenied or Internal, naming the socket, when that cannot
+  // be set (daemon/ingest/ingest_server.h SetSocketAccess); Unavailable when gRPC cannot listen.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonConfig config);
   ~Daemon();  // Shutdown().
 

@@ -29,6 +29,7 @@
 #include "service_client/service_client.h"
 #include "trace/aggregator.h"
 #include "trace/json.h"
+#include "trace/testing/unprivileged.h"
 #include "tracetorch/v1/service.grpc.pb.h"
 
 namespace tracetorch::daemon {
@@ -534,6 +535,34 @@ TEST_F(DaemonTest, ShutdownAbortsLiveSessionsAndRemovesSockets) {
   EXPECT_TRUE(std::filesystem::exists(config_.data_dir + "/sessions/" + id + ".json"));
   EXPECT_TRUE(std::filesystem::exists(config_.data_dir + "/index.json"));
   EXPECT_EQ(c->Close(absl::Milliseconds(200)).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+// The gRPC socket's group is set as strictly as the ingest socket's: a group tracetorchd may not
+// give stops the start, naming the socket it was setting up (the gRPC one comes first), and leaves
+// no socket behind. Root may give any group, so the binary runs unprivileged.
+TEST(TracetorchdBinary, ASocketGroupItCannotGiveIsAStartupError) {
+  TempDir dir{"ttgroup"};
+  ASSERT_EQ(chmod(dir.path().c_str(), 0777), 0);  // The unprivileged daemon writes here.
+  const std::string socket = dir.path() + "/d.sock";
+  const std::string rpc = dir.path() + "/tracetorchd-rpc.sock";
+  tracetorch::testing::ExpectAsUnprivileged([&] {
+    // Group "root" (0): one an unprivileged user is not in.
+    const std::string cmd = absl::StrCat(TRACETORCHD_BINARY, " --socket ", socket, " --data-dir ",
+                                         dir.path(), "/data --socket-group root 2>&1");
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) return false;
+    std::string output;
+    char buf[512];
+    while (fgets(buf, sizeof(buf), p) != nullptr) output += buf;
+    const int rc = pclose(p);
+    const bool refused = WIFEXITED(rc) && WEXITSTATUS(rc) == 1 &&
+                         absl::StrContains(output, "cannot start") &&
+                         absl::StrContains(output, absl::StrCat("give group 0 to socket ", rpc)) &&
+                         !std::filesystem::exists(socket) && !std::filesystem::exists(rpc);
+    if (!refused) std::fprintf(stderr, "exit status %d: %s\n", rc, output.c_str());
+    return refused;
+  });
+  ASSERT_EQ(chmod(dir.path().c_str(), 0700), 0);
 }
 
 }  // namespace

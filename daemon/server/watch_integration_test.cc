@@ -14,9 +14,8 @@
 #include "absl/time/clock.h"
 #include "client/daemon_client.h"
 #include "daemon/server/daemon.h"
+#include "daemon/testing/messages.h"
 #include "daemon/testing/test_util.h"
-#include "google/protobuf/util/field_comparator.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "protocol/watch_state.h"
@@ -27,32 +26,16 @@
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::SameProto;
 using test_util::TempDir;
 
 using client::DaemonClient;
-// Equal protos (NaN equal to NaN: history uses it for "no value"), or the differences.
-::testing::AssertionResult SameProto(const google::protobuf::Message& a,
-                                     const google::protobuf::Message& b) {
-  google::protobuf::util::DefaultFieldComparator nan_equal;
-  nan_equal.set_treat_nan_as_equal(true);
-  google::protobuf::util::MessageDifferencer d;
-  d.set_field_comparator(&nan_equal);
-  std::string report;
-  d.ReportDifferencesToString(&report);
-  if (d.Compare(a, b)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << report.substr(0, 2000);
-}
-
 constexpr int kViewers = 64;
 constexpr int kLayers = 8;
 
-bool WaitFor(const std::function<bool()>& pred, absl::Duration timeout = absl::Seconds(30)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (pred()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return pred();
+// 64 viewers on a shared machine: more time than the other daemon tests.
+bool WaitFor(const std::function<bool()>& pred) {
+  return test_util::WaitFor(pred, absl::Seconds(30));
 }
 
 // One viewer on its own connection, reading on its own thread until the stream ends.
