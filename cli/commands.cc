@@ -20,6 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "cli/filter.h"
+#include "cli/labels.h"
 #include "cli/live_view.h"
 #include "cli/remote_diff.h"
 #include "cli/remote_watch.h"
@@ -303,24 +304,6 @@ std::string DescribeRemoteError(const absl::Status& status, const std::string& a
   }
 }
 
-std::string StateName(v1::SessionState state) {
-  switch (state) {
-    case v1::SESSION_STATE_LIVE:
-      return "live";
-    case v1::SESSION_STATE_FINISHED:
-      return "finished";
-    case v1::SESSION_STATE_ABORTED:
-      return "aborted";
-    default:
-      return "unknown";
-  }
-}
-
-std::string FormatStart(int64_t unix_ns) {
-  if (unix_ns <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());
-}
-
 std::string SessionsToJson(const v1::ListSessionsResponse& list) {
   std::string out = "[";
   bool first = true;
@@ -330,7 +313,7 @@ std::string SessionsToJson(const v1::ListSessionsResponse& list) {
     first = false;
     AppendJsonString(s.session_id(), &out);
     absl::StrAppend(&out, ", \"state\": ");
-    AppendJsonString(StateName(s.state()), &out);
+    AppendJsonString(SessionStateName(s.state()), &out);
     absl::StrAppend(&out, ", \"pid\": ", id.pid(), ", \"host\": ");
     AppendJsonString(id.host(), &out);
     auto optional_int = [&out](const char* key, bool has, int32_t value) {
@@ -344,7 +327,7 @@ std::string SessionsToJson(const v1::ListSessionsResponse& list) {
     absl::StrAppend(&out, ", \"model\": ");
     AppendJsonString(id.model_name(), &out);
     absl::StrAppend(&out, ", \"started\": ");
-    AppendJsonString(FormatStart(s.started_unix_ns()), &out);
+    AppendJsonString(FormatUnixTime(s.started_unix_ns()), &out);
     absl::StrAppend(&out, ", \"started_unix_ns\": ", s.started_unix_ns(),
                     ", \"ended_unix_ns\": ", s.ended_unix_ns(), ", \"events\": ", s.events(),
                     ", \"dropped_events\": ", s.dropped_events(),
@@ -361,10 +344,10 @@ std::string SessionsToText(const v1::ListSessionsResponse& list) {
   for (const v1::SessionInfo& s : list.sessions()) {
     const v1::ProcessIdentity& id = s.identity();
     absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n", s.session_id(),
-                          StateName(s.state()), id.pid(),
+                          SessionStateName(s.state()), id.pid(),
                           id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
                           id.model_name().empty() ? std::string("-") : id.model_name(),
-                          FormatStart(s.started_unix_ns()), s.events(), s.dropped_events());
+                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events());
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "cli/labels.h"
 #include "cli/render.h"
 #include "cli/source.h"
 #include "protocol/address.h"
@@ -133,11 +134,6 @@ std::string DescribeError(const absl::Status& status, const std::string& address
   return std::string(message);
 }
 
-std::string FormatCreated(int64_t unix_ns) {
-  if (unix_ns <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());
-}
-
 std::string BaselinesToJson(const v1::ListBaselinesResponse& list) {
   std::string out = "[";
   bool first = true;
@@ -151,7 +147,7 @@ std::string BaselinesToJson(const v1::ListBaselinesResponse& list) {
                     ", \"has_history\": ", b.has_history() ? "true" : "false", ", \"source\": ");
     AppendJsonString(b.source(), &out);
     absl::StrAppend(&out, ", \"created\": ");
-    AppendJsonString(FormatCreated(b.created_unix_ns()), &out);
+    AppendJsonString(FormatUnixTime(b.created_unix_ns()), &out);
     absl::StrAppend(&out, ", \"created_unix_ns\": ", b.created_unix_ns(), "}");
   }
   absl::StrAppend(&out, first ? "]" : "\n]");
@@ -166,7 +162,7 @@ std::string BaselinesToText(const v1::ListBaselinesResponse& list) {
     absl::StrAppendFormat(&out, "%-24s %-20s %6d %-7s %-20s %s\n", Sanitize(b.name()),
                           b.model_name().empty() ? std::string("-") : Sanitize(b.model_name()),
                           b.layers(), b.has_history() ? "yes" : "no",
-                          FormatCreated(b.created_unix_ns()), Sanitize(b.source()));
+                          FormatUnixTime(b.created_unix_ns()), Sanitize(b.source()));
   }
   return out;
 }

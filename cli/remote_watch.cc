@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "cli/labels.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
 #include "trace/json.h"
@@ -26,23 +27,6 @@ constexpr char kHome[] = "\x1b[H";
 constexpr char kClearLine[] = "\x1b[K";
 constexpr char kClearBelow[] = "\x1b[J";
 constexpr char kClearScreen[] = "\x1b[2J";
-
-std::string G(const Style& style, std::string_view rich, std::string_view plain) {
-  return std::string(Glyph(style, rich, plain));
-}
-
-std::string StateName(v1::SessionState state) {
-  switch (state) {
-    case v1::SESSION_STATE_LIVE:
-      return "live";
-    case v1::SESSION_STATE_FINISHED:
-      return "finished";
-    case v1::SESSION_STATE_ABORTED:
-      return "aborted";
-    default:
-      return "unknown";
-  }
-}
 
 void AppendDouble(double value, std::string* out) {
   if (!std::isfinite(value)) {
@@ -61,7 +45,7 @@ void AppendSession(const v1::SessionInfo& s, std::string* out) {
   out->append("{\"session_id\":");
   AppendString(s.session_id(), out);
   out->append(",\"state\":");
-  AppendString(StateName(s.state()), out);
+  AppendString(SessionStateName(s.state()), out);
   absl::StrAppend(out, ",\"pid\":", id.pid(), ",\"host\":");
   AppendString(id.host(), out);
   absl::StrAppend(out, ",\"rank\":", id.has_rank() ? absl::StrCat(id.rank()) : "null",
@@ -205,10 +189,11 @@ std::string FitRows(const std::string& frame, size_t rows, size_t columns, const
   if (starts.size() <= rows - 1) return frame;
   const size_t keep = rows - 2;
   std::string out = frame.substr(0, starts[keep]);
-  const std::string more = Paint(absl::StrCat(G(style, "… ", "... "), starts.size() - keep,
-                                              " more lines (narrow the view with --filter or "
-                                              "--type)"),
-                                 Color::kDim, style);
+  const std::string more =
+      Paint(absl::StrCat(GlyphString(style, "… ", "... "), starts.size() - keep,
+                         " more lines (narrow the view with --filter or "
+                         "--type)"),
+            Color::kDim, style);
   absl::StrAppend(&out, TruncateLine(more, columns, style), "\n");
   return out;
 }
@@ -218,7 +203,7 @@ std::string FitRows(const std::string& frame, size_t rows, size_t columns, const
 SessionSummary SummaryFromProto(const v1::SessionInfo& info) {
   SessionSummary s;
   s.session_id = info.session_id();
-  s.state = StateName(info.state());
+  s.state = SessionStateName(info.state());
   s.events = info.events();
   s.dropped_events = info.dropped_events();
   s.rejected_events = info.rejected_events();
@@ -474,12 +459,13 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
       }
       if (held_back) {
         interrupted = true;
-        SetStatus(StatusLine::Kind::kWaiting,
-                  G(options_.view.style,
-                    "session interrupted: the traced process disconnected — waiting for it to "
-                    "resume…",
-                    "session interrupted: the traced process disconnected - waiting for it to "
-                    "resume..."));
+        SetStatus(
+            StatusLine::Kind::kWaiting,
+            GlyphString(options_.view.style,
+                        "session interrupted: the traced process disconnected — waiting for it to "
+                        "resume…",
+                        "session interrupted: the traced process disconnected - waiting for it to "
+                        "resume..."));
       } else {
         ended_ = true;
         if (aborted) {
@@ -493,8 +479,8 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
     if (update.has_shutdown()) {
       shutdown = true;
       SetStatus(StatusLine::Kind::kWaiting,
-                G(options_.view.style, "daemon is stopping — reconnecting…",
-                  "daemon is stopping - reconnecting..."));
+                GlyphString(options_.view.style, "daemon is stopping — reconnecting…",
+                            "daemon is stopping - reconnecting..."));
     }
     if (!options_.json) {
       Draw();
@@ -593,8 +579,8 @@ absl::Status RemoteWatcher::Watch() {
       // have said it already).
       if (status_.kind != StatusLine::Kind::kWaiting) {
         SetStatus(StatusLine::Kind::kWaiting,
-                  G(options_.view.style, "daemon went away — reconnecting…",
-                    "daemon went away - reconnecting..."));
+                  GlyphString(options_.view.style, "daemon went away — reconnecting…",
+                              "daemon went away - reconnecting..."));
       }
       if (options_.json) {
         Emit(WatchStatusToJson("reconnecting", error.ToString()) + "\n");
