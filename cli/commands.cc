@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "cli/command_io.h"
 #include "cli/filter.h"
 #include "cli/labels.h"
 #include "cli/live_view.h"
@@ -110,14 +110,6 @@ struct WatchArgs {
   double connect_timeout_s = 3.0;
 };
 
-// Prints "tracetorch: <message>" as one line on stderr and returns kExitUsage.
-int Fail(const CliEnvironment& env, std::string message) {
-  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
-  *env.err << "tracetorch: " << message << "\n";
-  env.err->flush();
-  return kExitUsage;
-}
-
 // Replaces the stored warnings with a fresh DetectAnomalies run (default thresholds).
 absl::Status Recompute(TraceRecord* record) {
   absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(*record);
@@ -136,19 +128,13 @@ absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute) {
   return record;
 }
 
-void PrintJson(std::string json, const CliEnvironment& env) {
-  if (json.empty() || json.back() != '\n') json.push_back('\n');
-  *env.out << json;
-  env.out->flush();
-}
-
 int RunInspect(const InspectArgs& args, const Style& style, const CliEnvironment& env) {
   const LayerFilter filter = args.filter.Get();
   if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
   absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute);
   if (!record.ok()) return Fail(env, std::string(record.status().message()));
   if (args.json) {
-    PrintJson(TraceToJson(ApplyFilter(*record, filter)), env);
+    PrintLine(TraceToJson(ApplyFilter(*record, filter)), env);
   } else {
     *env.out << RenderInspect(*record, filter, style);
     env.out->flush();
@@ -279,29 +265,9 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
 
 // ---- Remote (tracetorchd) -------------------------------------------------------------------
 
-// Connects to the daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
-// A TCP daemon's token and TLS files come from the environment ($TRACETORCH_TOKEN[_FILE],
-// $TRACETORCH_TLS_CA/CERT/KEY/SERVER_NAME; see service_client/service_client.h).
-absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> ConnectRemote(
-    const std::string& remote) {
-  absl::StatusOr<service_client::ServiceClientOptions> options =
-      service_client::ServiceClientOptionsFromEnv();
-  if (!options.ok()) return options.status();
-  options->deadline = absl::Seconds(5);
-  return service_client::TraceServiceClient::Create(
-      remote.empty() ? protocol::DefaultServiceAddress() : remote, *options);
-}
-
-// One line for a failed RPC: the daemon is not there, or the session is unknown.
-std::string DescribeRemoteError(const absl::Status& status, const std::string& address) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return absl::StrCat("cannot reach tracetorchd at ", address, ": ", status.message(),
-                          " (is the daemon running? see --remote)");
-    default:
-      return std::string(status.message());
-  }
+// The daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
+std::string ServiceAddress(const std::string& remote) {
+  return remote.empty() ? protocol::DefaultServiceAddress() : remote;
 }
 
 std::string SessionsToJson(const v1::ListSessionsResponse& list) {
@@ -353,14 +319,14 @@ std::string SessionsToText(const v1::ListSessionsResponse& list) {
 }
 
 int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
-  const std::string address = args.remote.empty() ? protocol::DefaultServiceAddress() : args.remote;
+  const std::string address = ServiceAddress(args.remote);
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
-      ConnectRemote(args.remote);
+      ConnectToDaemon(address, absl::Seconds(5));
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   absl::StatusOr<v1::ListSessionsResponse> list = (*rpc)->ListSessions();
   if (!list.ok()) return Fail(env, DescribeRemoteError(list.status(), address));
   if (args.json) {
-    PrintJson(SessionsToJson(*list), env);
+    PrintLine(SessionsToJson(*list), env);
   } else {
     *env.out << SessionsToText(*list);
     env.out->flush();
@@ -369,10 +335,10 @@ int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
 }
 
 int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
-  const std::string address = args.remote.empty() ? protocol::DefaultServiceAddress() : args.remote;
+  const std::string address = ServiceAddress(args.remote);
   if (args.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
-      ConnectRemote(args.remote);
+      ConnectToDaemon(address, absl::Seconds(5));
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(args.session);
   if (!snapshot.ok()) {
@@ -384,7 +350,7 @@ int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
   }
   const TraceRecord record = FromProto(snapshot->record());
   if (args.output.empty()) {
-    PrintJson(TraceToJson(record), env);
+    PrintLine(TraceToJson(record), env);
     return kExitOk;
   }
   if (absl::Status s = WriteTraceFile(args.output, record); !s.ok()) {

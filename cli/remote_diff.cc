@@ -12,9 +12,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "cli/command_io.h"
 #include "cli/labels.h"
 #include "cli/render.h"
 #include "cli/source.h"
@@ -28,20 +28,6 @@ namespace {
 
 // Diff and SetBaseline may carry whole traces both ways; a generous deadline.
 constexpr absl::Duration kUploadDeadline = absl::Seconds(60);
-
-// Prints "tracetorch: <message>" as one line on stderr and returns kExitUsage.
-int Fail(const CliEnvironment& env, std::string message) {
-  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
-  *env.err << "tracetorch: " << message << "\n";
-  env.err->flush();
-  return kExitUsage;
-}
-
-void PrintLine(std::string text, const CliEnvironment& env) {
-  if (text.empty() || text.back() != '\n') text.push_back('\n');
-  *env.out << text;
-  env.out->flush();
-}
 
 // An operand with what the CLI needs to explain a failure.
 struct Operand {
@@ -85,15 +71,6 @@ absl::StatusOr<Operand> ParseOperand(absl::string_view spelling) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> Connect(
-    const std::string& address) {
-  absl::StatusOr<service_client::ServiceClientOptions> options =
-      service_client::ServiceClientOptionsFromEnv();
-  if (!options.ok()) return options.status();
-  options->deadline = std::max(options->deadline, kUploadDeadline);
-  return service_client::TraceServiceClient::Create(address, *options);
-}
-
 // One line for a failed call. `operands` are the sides by the role the daemon names in its
 // messages ("baseline: ...", "current: ...", "source: ...").
 std::string DescribeError(const absl::Status& status, const std::string& address,
@@ -101,8 +78,7 @@ std::string DescribeError(const absl::Status& status, const std::string& address
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
-      return absl::StrCat("cannot reach tracetorchd at ", address, ": ", status.message(),
-                          " (is the daemon running? see --remote)");
+      return DescribeRemoteError(status, address);
     case absl::StatusCode::kResourceExhausted:
       if (absl::StrContains(status.message(), "message larger than")) {
         return absl::StrCat("the traces are larger than tracetorchd accepts in one call: ",
@@ -236,7 +212,8 @@ int RemoteDiffCommand::Run(const std::string& baseline, const std::string& curre
   absl::StatusOr<Operand> cur_op = ParseOperand(b);
   if (!cur_op.ok()) return Fail(env, std::string(cur_op.status().message()));
 
-  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc = Connect(address);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectToDaemon(address, kUploadDeadline);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   v1::DiffRequest request;
   *request.mutable_baseline() = base_op->proto;
@@ -287,7 +264,8 @@ int BaselineCommand::Run(const CliEnvironment& env) const {
     source = ParseOperand(source_);
     if (!source.ok()) return Fail(env, std::string(source.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc = Connect(address);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectToDaemon(address, kUploadDeadline);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
 
   if (set_->parsed()) {
