@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "cli/command_io.h"
 #include "cli/filter.h"
+#include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/live_view.h"
 #include "cli/remote_diff.h"
@@ -268,39 +269,6 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
 // The daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
 std::string ServiceAddress(const std::string& remote) {
   return remote.empty() ? protocol::DefaultServiceAddress() : remote;
-}
-
-std::string SessionsToJson(const v1::ListSessionsResponse& list) {
-  std::string out = "[";
-  bool first = true;
-  for (const v1::SessionInfo& s : list.sessions()) {
-    const v1::ProcessIdentity& id = s.identity();
-    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"session_id\": ");
-    first = false;
-    AppendJsonString(s.session_id(), &out);
-    absl::StrAppend(&out, ", \"state\": ");
-    AppendJsonString(SessionStateName(s.state()), &out);
-    absl::StrAppend(&out, ", \"pid\": ", id.pid(), ", \"host\": ");
-    AppendJsonString(id.host(), &out);
-    auto optional_int = [&out](const char* key, bool has, int32_t value) {
-      absl::StrAppend(&out, ", \"", key, "\": ", has ? absl::StrCat(value) : "null");
-    };
-    optional_int("rank", id.has_rank(), id.rank());
-    optional_int("local_rank", id.has_local_rank(), id.local_rank());
-    optional_int("world_size", id.has_world_size(), id.world_size());
-    absl::StrAppend(&out, ", \"job_id\": ");
-    AppendJsonString(id.job_id(), &out);
-    absl::StrAppend(&out, ", \"model\": ");
-    AppendJsonString(id.model_name(), &out);
-    absl::StrAppend(&out, ", \"started\": ");
-    AppendJsonString(FormatUnixTime(s.started_unix_ns()), &out);
-    absl::StrAppend(&out, ", \"started_unix_ns\": ", s.started_unix_ns(),
-                    ", \"ended_unix_ns\": ", s.ended_unix_ns(), ", \"events\": ", s.events(),
-                    ", \"dropped_events\": ", s.dropped_events(),
-                    ", \"rejected_events\": ", s.rejected_events(), "}");
-  }
-  absl::StrAppend(&out, first ? "]" : "\n]");
-  return out;
 }
 
 std::string SessionsToText(const v1::ListSessionsResponse& list) {

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cli/command_io.h"
+#include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/render.h"
 #include "cli/source.h"
@@ -108,26 +109,6 @@ std::string DescribeError(const absl::Status& status, const std::string& address
     return std::string(rest);
   }
   return std::string(message);
-}
-
-std::string BaselinesToJson(const v1::ListBaselinesResponse& list) {
-  std::string out = "[";
-  bool first = true;
-  for (const v1::BaselineInfo& b : list.baselines()) {
-    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"name\": ");
-    first = false;
-    AppendJsonString(b.name(), &out);
-    absl::StrAppend(&out, ", \"model\": ");
-    AppendJsonString(b.model_name(), &out);
-    absl::StrAppend(&out, ", \"layers\": ", b.layers(),
-                    ", \"has_history\": ", b.has_history() ? "true" : "false", ", \"source\": ");
-    AppendJsonString(b.source(), &out);
-    absl::StrAppend(&out, ", \"created\": ");
-    AppendJsonString(FormatUnixTime(b.created_unix_ns()), &out);
-    absl::StrAppend(&out, ", \"created_unix_ns\": ", b.created_unix_ns(), "}");
-  }
-  absl::StrAppend(&out, first ? "]" : "\n]");
-  return out;
 }
 
 std::string BaselinesToText(const v1::ListBaselinesResponse& list) {

@@ -3,21 +3,17 @@
 #include <sys/ioctl.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <string>
 #include <thread>
 #include <utility>
-#include <variant>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "cli/json_output.h"
 #include "cli/labels.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
-#include "trace/json.h"
 
 namespace tracetorch::cli {
 namespace {
@@ -27,144 +23,6 @@ constexpr char kHome[] = "\x1b[H";
 constexpr char kClearLine[] = "\x1b[K";
 constexpr char kClearBelow[] = "\x1b[J";
 constexpr char kClearScreen[] = "\x1b[2J";
-
-void AppendDouble(double value, std::string* out) {
-  if (!std::isfinite(value)) {
-    out->append("null");
-    return;
-  }
-  char buffer[32];
-  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out->append(buffer, r.ptr);
-}
-
-void AppendString(std::string_view value, std::string* out) { AppendJsonString(value, out); }
-
-void AppendSession(const v1::SessionInfo& s, std::string* out) {
-  const v1::ProcessIdentity& id = s.identity();
-  out->append("{\"session_id\":");
-  AppendString(s.session_id(), out);
-  out->append(",\"state\":");
-  AppendString(SessionStateName(s.state()), out);
-  absl::StrAppend(out, ",\"pid\":", id.pid(), ",\"host\":");
-  AppendString(id.host(), out);
-  absl::StrAppend(out, ",\"rank\":", id.has_rank() ? absl::StrCat(id.rank()) : "null",
-                  ",\"job_id\":");
-  AppendString(id.job_id(), out);
-  out->append(",\"model\":");
-  AppendString(id.model_name(), out);
-  absl::StrAppend(out, ",\"started_unix_ns\":", s.started_unix_ns(),
-                  ",\"ended_unix_ns\":", s.ended_unix_ns(), ",\"events\":", s.events(),
-                  ",\"dropped_events\":", s.dropped_events(),
-                  ",\"rejected_events\":", s.rejected_events(), "}");
-}
-
-template <typename Values>
-void AppendDoubles(const Values& values, std::string* out) {
-  out->push_back('[');
-  bool first = true;
-  for (double v : values) {
-    if (!first) out->push_back(',');
-    first = false;
-    AppendDouble(v, out);
-  }
-  out->push_back(']');
-}
-
-// The record (filtered) and the history of its shown layers.
-void AppendRecordAndHistory(const v1::Snapshot& snapshot, const LayerFilter& filter,
-                            std::string* out) {
-  const TraceRecord record = ApplyFilter(FromProto(snapshot.record()), filter);
-  absl::flat_hash_set<std::string> shown;
-  for (const LayerTrace& layer : record.layers) shown.insert(layer.full_name);
-  out->append(",\"record\":");
-  std::string json = TraceToJson(record, JsonStyle{.indent = 0});
-  while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.pop_back();
-  out->append(json);
-  out->append(",\"history\":[");
-  bool first = true;
-  for (const v1::LayerHistory& h : snapshot.history()) {
-    if (!filter.empty() && !shown.contains(h.full_name())) continue;
-    if (!first) out->push_back(',');
-    first = false;
-    out->append("{\"full_name\":");
-    AppendString(h.full_name(), out);
-    out->append(",\"steps\":[");
-    for (int i = 0; i < h.steps_size(); ++i) {
-      absl::StrAppend(out, i > 0 ? "," : "", h.steps(i));
-    }
-    out->append("],\"latency_ms\":");
-    AppendDoubles(h.latency_ms(), out);
-    out->append(",\"output_std\":");
-    AppendDoubles(h.output_std(), out);
-    out->append(",\"grad_norm\":");
-    AppendDoubles(h.grad_norm(), out);
-    out->append(",\"non_finite\":[");
-    for (int i = 0; i < h.non_finite_size(); ++i) {
-      absl::StrAppend(out, i > 0 ? "," : "", h.non_finite(i) ? "true" : "false");
-    }
-    out->append("]}");
-  }
-  out->push_back(']');
-}
-
-void AppendDetailValue(const DetailValue& value, std::string* out) {
-  if (std::holds_alternative<std::monostate>(value)) {
-    out->append("null");
-  } else if (const bool* b = std::get_if<bool>(&value)) {
-    out->append(*b ? "true" : "false");
-  } else if (const int64_t* i = std::get_if<int64_t>(&value)) {
-    absl::StrAppend(out, *i);
-  } else if (const double* d = std::get_if<double>(&value)) {
-    AppendDouble(*d, out);
-  } else if (const std::string* s = std::get_if<std::string>(&value)) {
-    AppendString(*s, out);
-  } else if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
-    out->push_back('[');
-    for (size_t k = 0; k < list->size(); ++k) {
-      if (k > 0) out->push_back(',');
-      AppendString((*list)[k], out);
-    }
-    out->push_back(']');
-  }
-}
-
-void AppendAnomaly(const Anomaly& anomaly, std::string* out) {
-  out->append("{\"type\":");
-  AppendString(ToString(anomaly.type), out);
-  out->append(",\"severity\":");
-  AppendString(ToString(anomaly.severity), out);
-  out->append(",\"layer\":");
-  AppendString(anomaly.layer, out);
-  out->append(",\"message\":");
-  AppendString(anomaly.message, out);
-  out->append(",\"details\":{");
-  for (size_t k = 0; k < anomaly.details.size(); ++k) {
-    if (k > 0) out->push_back(',');
-    AppendString(anomaly.details[k].first, out);
-    out->push_back(':');
-    AppendDetailValue(anomaly.details[k].second, out);
-  }
-  out->append("}}");
-}
-
-std::string KindName(const v1::WatchUpdate& update) {
-  switch (update.kind_case()) {
-    case v1::WatchUpdate::kFull:
-      return "full";
-    case v1::WatchUpdate::kDelta:
-      return "delta";
-    case v1::WatchUpdate::kSessionEnded:
-      return "session_ended";
-    case v1::WatchUpdate::kShutdown:
-      return "shutdown";
-    case v1::WatchUpdate::kJob:
-      return "job";
-    case v1::WatchUpdate::KIND_NOT_SET:
-      break;
-  }
-  return "unknown";
-}
 
 bool IsFatal(absl::StatusCode code) {
   switch (code) {
@@ -225,62 +83,6 @@ LayerHistoryMap HistoryFromProto(
     series.grad_norm.assign(h.grad_norm().begin(), h.grad_norm().end());
     series.non_finite.assign(h.non_finite().begin(), h.non_finite().end());
   }
-  return out;
-}
-
-std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
-                              const LayerFilter& filter) {
-  std::string out;
-  const bool ended = state.ended().has_value();
-  if (state.has_job()) {
-    const v1::JobSnapshot& job = state.job();
-    absl::StrAppend(&out, "{\"type\":\"job\",\"kind\":\"", KindName(update),
-                    "\",\"sequence\":", update.sequence(),
-                    ",\"newest_event_unix_ns\":", update.newest_event_unix_ns(),
-                    ",\"ended\":", ended ? "true" : "false", ",\"job_id\":");
-    AppendString(job.job_id(), &out);
-    out.append(",\"ranks\":[");
-    for (int i = 0; i < job.ranks_size(); ++i) {
-      if (i > 0) out.push_back(',');
-      out.append("{\"session\":");
-      AppendSession(job.ranks(i).session(), &out);
-      AppendRecordAndHistory(job.ranks(i), filter, &out);
-      out.push_back('}');
-    }
-    out.append("],\"divergences\":[");
-    for (int i = 0; i < job.divergences_size(); ++i) {
-      if (i > 0) out.push_back(',');
-      AppendAnomaly(FromProto(job.divergences(i)), &out);
-    }
-    out.append("]}");
-    return out;
-  }
-  absl::StrAppend(&out, "{\"type\":\"update\",\"kind\":\"", KindName(update),
-                  "\",\"sequence\":", update.sequence(),
-                  ",\"newest_event_unix_ns\":", update.newest_event_unix_ns(),
-                  ",\"ended\":", ended ? "true" : "false", ",\"session\":");
-  if (ended) {
-    AppendSession(*state.ended(), &out);
-  } else if (state.has_snapshot()) {
-    AppendSession(state.snapshot().session(), &out);
-  } else {
-    out.append("null");
-  }
-  if (state.has_snapshot()) {
-    AppendRecordAndHistory(state.snapshot(), filter, &out);
-  } else {
-    out.append(",\"record\":null,\"history\":[]");
-  }
-  out.push_back('}');
-  return out;
-}
-
-std::string WatchStatusToJson(std::string_view status, std::string_view message) {
-  std::string out = "{\"type\":\"status\",\"status\":";
-  AppendString(status, &out);
-  out.append(",\"message\":");
-  AppendString(message, &out);
-  out.push_back('}');
   return out;
 }
 

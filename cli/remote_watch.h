@@ -35,6 +35,8 @@
 // then reported; Unauthenticated, PermissionDenied, InvalidArgument and Unimplemented end the
 // watch at once, at any time.
 //
+// The JSON documents are written by cli/json_output.h.
+//
 // Threading: Run() blocks its thread (reads the stream, renders, writes to `out`); Stop() may be
 // called from any other thread. RunRemoteWatch wires the two to a Waiter (signals).
 #ifndef TRACETORCH_CLI_REMOTE_WATCH_H_
@@ -95,11 +97,6 @@ struct RemoteWatchOptions {
 // Converts what the daemon sends into the renderer's data (live_view.h).
 SessionSummary SummaryFromProto(const v1::SessionInfo& info);
 LayerHistoryMap HistoryFromProto(const google::protobuf::RepeatedPtrField<v1::LayerHistory>& h);
-
-// The JSON documents of the file comment, one line each (no trailing newline).
-std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
-                              const LayerFilter& filter);
-std::string WatchStatusToJson(std::string_view status, std::string_view message);
 
 class RemoteWatcher {
  public:
