@@ -1,10 +1,7 @@
 #include "cli/commands.h"
 
-#include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -27,6 +24,7 @@
 #include "cli/remote_watch.h"
 #include "cli/render.h"
 #include "cli/source.h"
+#include "cli/terminal.h"
 #include "cli/watch.h"
 #include "protocol/address.h"
 #include "protocol/record_proto.h"
@@ -164,27 +162,6 @@ int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env)
   if (!current.ok()) return Fail(env, std::string(current.status().message()));
 
   return ReportDiff(DiffRecords(*baseline, *current, args.thresholds), args.json, style, env);
-}
-
-// Blocks SIGINT and SIGTERM (the process is single-threaded here) and returns a Waiter that sleeps
-// in sigtimedwait(2): a pending or arriving signal ends the watch; no handler runs.
-Waiter MakeSignalWaiter() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigprocmask(SIG_BLOCK, &signals, nullptr);
-  return [signals](absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (true) {
-      const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
-      const timespec ts = absl::ToTimespec(left);
-      const int sig = sigtimedwait(&signals, nullptr, &ts);
-      if (sig == SIGINT || sig == SIGTERM) return false;
-      if (sig < 0 && errno == EINTR) continue;  // Another signal; keep waiting.
-      return true;                              // EAGAIN: the interval passed.
-    }
-  };
 }
 
 // `watch --remote [ADDR] [SESSION]` / `watch --job JOB` (cli/remote_watch.h).

@@ -1,7 +1,5 @@
 #include "cli/remote_watch.h"
 
-#include <sys/ioctl.h>
-
 #include <algorithm>
 #include <string>
 #include <thread>
@@ -12,17 +10,12 @@
 #include "absl/synchronization/notification.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
+#include "guest/backoff.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
 
 namespace tracetorch::cli {
 namespace {
-
-// Cursor home; clear to the end of the line; clear to the end of the screen; clear the screen.
-constexpr char kHome[] = "\x1b[H";
-constexpr char kClearLine[] = "\x1b[K";
-constexpr char kClearBelow[] = "\x1b[J";
-constexpr char kClearScreen[] = "\x1b[2J";
 
 bool IsFatal(absl::StatusCode code) {
   switch (code) {
@@ -34,26 +27,6 @@ bool IsFatal(absl::StatusCode code) {
     default:
       return false;
   }
-}
-
-// Cuts `frame` to `rows` - 1 terminal rows (0: unknown; one row stays free so that the cursor
-// never scrolls the screen), the last kept row saying what was left out, cut to `columns`.
-std::string FitRows(const std::string& frame, size_t rows, size_t columns, const Style& style) {
-  if (rows < 3) return frame;
-  std::vector<size_t> starts = {0};
-  for (size_t i = 0; i + 1 < frame.size(); ++i) {
-    if (frame[i] == '\n') starts.push_back(i + 1);
-  }
-  if (starts.size() <= rows - 1) return frame;
-  const size_t keep = rows - 2;
-  std::string out = frame.substr(0, starts[keep]);
-  const std::string more =
-      Paint(absl::StrCat(GlyphString(style, "… ", "... "), starts.size() - keep,
-                         " more lines (narrow the view with --filter or "
-                         "--type)"),
-            Color::kDim, style);
-  absl::StrAppend(&out, TruncateLine(more, columns, style), "\n");
-  return out;
 }
 
 }  // namespace
@@ -198,21 +171,7 @@ void RemoteWatcher::Draw() {
     Emit(writes_ > 0 ? absl::StrCat("\n", frame) : frame);
     return;
   }
-  // Drawn over the previous frame: home, every line cleared to its end, then the rest of the
-  // screen; the whole screen is cleared only before the first frame. No flicker, no scrolling.
-  frame = FitRows(frame, size.rows, size.columns, style);
-  if (!frame.empty() && frame.back() == '\n') frame.pop_back();  // The cursor stays on the frame.
-  std::string text = writes_ == 0 ? absl::StrCat(kHome, kClearScreen) : std::string(kHome);
-  size_t begin = 0;
-  while (begin < frame.size()) {
-    size_t end = frame.find('\n', begin);
-    if (end == std::string::npos) end = frame.size();
-    absl::StrAppend(&text, frame.substr(begin, end - begin), kClearLine);
-    if (end < frame.size()) text.push_back('\n');
-    begin = end + 1;
-  }
-  text.append(kClearBelow);
-  Emit(text);
+  Emit(screen_.Draw(frame, size, style));
 }
 
 RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stream,
@@ -239,7 +198,7 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
       if (options_.json && reconnect) Emit(WatchStatusToJson("connected", status_.text) + "\n");
     }
     ++updates_;
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.clock();
     updated_at_ = now;
     Remember(state);
     if (update.has_full() && update.full().session().state() == v1::SESSION_STATE_LIVE) {
@@ -315,16 +274,16 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
 absl::Status RemoteWatcher::Run() {
   const absl::Status status = Watch();
   // Leave the cursor below an in-place frame, so what follows (a shell prompt) starts afresh.
-  if (options_.redraw_in_place && writes_ > 0) {
-    *out_ << "\n";
+  if (const std::string leave = screen_.Leave(); !leave.empty()) {
+    *out_ << leave;
     out_->flush();
   }
   return status;
 }
 
 absl::Status RemoteWatcher::Watch() {
-  const absl::Time start = absl::Now();
-  absl::Duration backoff = options_.backoff_initial;
+  const absl::Time start = options_.clock();
+  guest::Backoff backoff({.initial = options_.backoff_initial, .max = options_.backoff_max});
   bool connected_once = false;
   SetStatus(StatusLine::Kind::kWaiting, absl::StrCat("connecting to ", options_.address));
   while (true) {
@@ -352,18 +311,17 @@ absl::Status RemoteWatcher::Watch() {
                                                        error.message()));
       case StreamEnd::kInterrupted:
         // Ask again after a while (the backoff keeps growing: the agent needs seconds).
-        if (!Sleep(backoff)) return absl::OkStatus();
-        backoff = std::min(backoff * 2, options_.backoff_max);
+        if (!Sleep(backoff.Next())) return absl::OkStatus();
         continue;
       case StreamEnd::kRetry:
         break;
     }
     if (got_update) {
       connected_once = true;
-      backoff = options_.backoff_initial;
+      backoff.Reset();
     }
     if (!connected_once) {
-      if (absl::Now() - start >= options_.connect_timeout) {
+      if (options_.clock() - start >= options_.connect_timeout) {
         const std::string what = options_.job_id.empty()
                                      ? absl::StrCat("session '", options_.session, "'")
                                      : absl::StrCat("job '", options_.job_id, "'");
@@ -390,8 +348,7 @@ absl::Status RemoteWatcher::Watch() {
         Draw();
       }
     }
-    if (!Sleep(backoff)) return absl::OkStatus();
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    if (!Sleep(backoff.Next())) return absl::OkStatus();
   }
 }
 
@@ -412,12 +369,6 @@ absl::Status RunRemoteWatch(RemoteWatcher* watcher, const Waiter& wait) {
   }
   reader.join();
   return stopped ? absl::OkStatus() : result;
-}
-
-TerminalSize QueryTerminalSize(int fd) {
-  winsize ws{};
-  if (ioctl(fd, TIOCGWINSZ, &ws) != 0) return TerminalSize{};
-  return TerminalSize{.columns = ws.ws_col, .rows = ws.ws_row};
 }
 
 bool LooksLikeServiceAddress(std::string_view word) {
