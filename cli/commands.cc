@@ -254,10 +254,10 @@ std::string SessionsToText(const v1::ListSessionsResponse& list) {
                                     "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED");
   for (const v1::SessionInfo& s : list.sessions()) {
     const v1::ProcessIdentity& id = s.identity();
-    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n", s.session_id(),
-                          SessionStateName(s.state()), id.pid(),
+    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n",
+                          Sanitize(s.session_id()), SessionStateName(s.state()), id.pid(),
                           id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
-                          id.model_name().empty() ? std::string("-") : id.model_name(),
+                          id.model_name().empty() ? std::string("-") : Sanitize(id.model_name()),
                           FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events());
   }
   return out;

@@ -60,11 +60,11 @@ class RemoteDiffTest : public ::testing::Test {
   }
 
   // Streams `steps` steps of a one-layer model whose latency is `latency_ms`; returns the id.
-  std::string StreamSession(double latency_ms, int steps = 10) {
+  std::string StreamSession(double latency_ms, int steps = 10, std::string model = "Net") {
     client::DaemonClientOptions o;
     o.address = absl::StrCat("unix://", config_.socket_path);
     o.identity = protocol::CurrentProcessIdentity();
-    o.identity.model_name = "Net";
+    o.identity.model_name = std::move(model);
     o.flush_interval = absl::Milliseconds(5);
     auto c = client::DaemonClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status();
@@ -267,6 +267,19 @@ TEST_F(RemoteDiffTest, ErrorsAreOneLineAndExit2) {
   EXPECT_THAT(r.err, HasSubstr("cannot reach tracetorchd"));
   ExpectOneLineError(RunCli({"baseline"}));
   ExpectOneLineError(RunCli({"baseline", "set", "main"}));
+}
+
+// The listing prints what agents sent: a crafted model name must not reach the terminal raw.
+TEST_F(RemoteDiffTest, SessionsListingSanitizesNames) {
+  const std::string id = StreamSession(1.0, 2, "Evil\x1b[2J\rNet");
+  const CliResult text = RunCli({"sessions", "--remote", address_});
+  ASSERT_EQ(text.code, kExitOk) << text.err;
+  EXPECT_THAT(text.out, HasSubstr(id));
+  EXPECT_THAT(text.out, HasSubstr("Evil?[2J?Net"));
+  EXPECT_EQ(text.out.find('\x1b'), std::string::npos) << text.out;
+  const CliResult json = RunCli({"sessions", "--json", "--remote", address_});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, HasSubstr(R"("model": "Evil\u001b[2J\rNet")"));
 }
 
 TEST(RemoteOperand, Syntax) {
