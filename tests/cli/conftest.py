@@ -40,8 +40,17 @@ def clean_env(**extra):
     return env
 
 
-def run(*args, env=None, cwd=None, timeout=60):
-    """Runs tracetorch with stdout and stderr piped; returns CompletedProcess (text)."""
+NOBODY = 65534
+
+
+def run(*args, env=None, cwd=None, timeout=60, as_nobody=False):
+    """Runs tracetorch with stdout and stderr piped; returns CompletedProcess (text).
+
+    as_nobody: when this test runs as root, the binary runs as nobody (uid and gid 65534, no
+    supplementary groups), so that file permissions hold for it as they do for a user."""
+    drop = {}
+    if as_nobody and os.geteuid() == 0:
+        drop = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
     return subprocess.run(
         [BIN, *args],
         capture_output=True,
@@ -49,6 +58,7 @@ def run(*args, env=None, cwd=None, timeout=60):
         env=env if env is not None else clean_env(),
         cwd=cwd,
         timeout=timeout,
+        **drop,
     )
 
 
