@@ -85,13 +85,13 @@ def test_watch_sees_in_place_rewrites(tmp_path, watches):
         f.write(text)
     w = watches(path, "--interval", "0.1")
     w.wait_for("TrainNet")
-    # A non-atomic writer: truncate, write half, then the rest.
+    # A non-atomic writer: truncate, write half, then the rest. The half-written file is seen as
+    # invalid (the last good frame stays, with a notice); the rest completes it.
     with open(path, "w") as f:
         f.write(text[: len(text) // 2].replace("TrainNet", "TrainNeu"))
         f.flush()
-        time.sleep(0.3)
+        w.wait_for("(showing the last good version)")
         f.write(text[len(text) // 2 :])
-    # The half-written file may or may not be seen; the complete one must be.
     w.wait_for("TrainNeu")
     code, _, _ = w.stop(signal.SIGINT)
     assert code == 0
@@ -107,13 +107,13 @@ def test_watch_sigterm_exits_0(tmp_path, watches):
 
 
 def test_watch_sigint_while_waiting_for_file(tmp_path, watches):
-    w = watches(str(tmp_path / "never.json"), "--interval", "5")
+    # An hour between polls: the watch can only end within stop()'s timeout if the signal cuts
+    # the wait short.
+    w = watches(str(tmp_path / "never.json"), "--interval", "3600")
     w.wait_for("waiting for")
-    start = time.monotonic()
     code, out, _ = w.stop(signal.SIGINT)
     assert code == 0
-    assert time.monotonic() - start < 4  # Does not sit out the interval.
-    assert out.count("waiting for") == 1  # Said once, not at every poll.
+    assert out.count("waiting for") == 1  # Said once.
 
 
 def test_watch_applies_filters(tmp_path, watches):
