@@ -1,10 +1,7 @@
 #include "cli/commands.h"
 
-#include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -17,14 +14,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "cli/command_io.h"
 #include "cli/filter.h"
+#include "cli/json_output.h"
+#include "cli/labels.h"
 #include "cli/live_view.h"
 #include "cli/remote_diff.h"
 #include "cli/remote_watch.h"
 #include "cli/render.h"
 #include "cli/source.h"
+#include "cli/terminal.h"
 #include "cli/watch.h"
 #include "protocol/address.h"
 #include "protocol/record_proto.h"
@@ -109,14 +109,6 @@ struct WatchArgs {
   double connect_timeout_s = 3.0;
 };
 
-// Prints "tracetorch: <message>" as one line on stderr and returns kExitUsage.
-int Fail(const CliEnvironment& env, std::string message) {
-  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
-  *env.err << "tracetorch: " << message << "\n";
-  env.err->flush();
-  return kExitUsage;
-}
-
 // Replaces the stored warnings with a fresh DetectAnomalies run (default thresholds).
 absl::Status Recompute(TraceRecord* record) {
   absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(*record);
@@ -135,19 +127,13 @@ absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute) {
   return record;
 }
 
-void PrintJson(std::string json, const CliEnvironment& env) {
-  if (json.empty() || json.back() != '\n') json.push_back('\n');
-  *env.out << json;
-  env.out->flush();
-}
-
 int RunInspect(const InspectArgs& args, const Style& style, const CliEnvironment& env) {
   const LayerFilter filter = args.filter.Get();
   if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
   absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute);
   if (!record.ok()) return Fail(env, std::string(record.status().message()));
   if (args.json) {
-    PrintJson(TraceToJson(ApplyFilter(*record, filter)), env);
+    PrintLine(TraceToJson(ApplyFilter(*record, filter)), env);
   } else {
     *env.out << RenderInspect(*record, filter, style);
     env.out->flush();
@@ -176,27 +162,6 @@ int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env)
   if (!current.ok()) return Fail(env, std::string(current.status().message()));
 
   return ReportDiff(DiffRecords(*baseline, *current, args.thresholds), args.json, style, env);
-}
-
-// Blocks SIGINT and SIGTERM (the process is single-threaded here) and returns a Waiter that sleeps
-// in sigtimedwait(2): a pending or arriving signal ends the watch; no handler runs.
-Waiter MakeSignalWaiter() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigprocmask(SIG_BLOCK, &signals, nullptr);
-  return [signals](absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (true) {
-      const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
-      const timespec ts = absl::ToTimespec(left);
-      const int sig = sigtimedwait(&signals, nullptr, &ts);
-      if (sig == SIGINT || sig == SIGTERM) return false;
-      if (sig < 0 && errno == EINTR) continue;  // Another signal; keep waiting.
-      return true;                              // EAGAIN: the interval passed.
-    }
-  };
 }
 
 // `watch --remote [ADDR] [SESSION]` / `watch --job JOB` (cli/remote_watch.h).
@@ -278,80 +243,9 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
 
 // ---- Remote (tracetorchd) -------------------------------------------------------------------
 
-// Connects to the daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
-// A TCP daemon's token and TLS files come from the environment ($TRACETORCH_TOKEN[_FILE],
-// $TRACETORCH_TLS_CA/CERT/KEY/SERVER_NAME; see service_client/service_client.h).
-absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> ConnectRemote(
-    const std::string& remote) {
-  absl::StatusOr<service_client::ServiceClientOptions> options =
-      service_client::ServiceClientOptionsFromEnv();
-  if (!options.ok()) return options.status();
-  options->deadline = absl::Seconds(5);
-  return service_client::TraceServiceClient::Create(
-      remote.empty() ? protocol::DefaultServiceAddress() : remote, *options);
-}
-
-// One line for a failed RPC: the daemon is not there, or the session is unknown.
-std::string DescribeRemoteError(const absl::Status& status, const std::string& address) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return absl::StrCat("cannot reach tracetorchd at ", address, ": ", status.message(),
-                          " (is the daemon running? see --remote)");
-    default:
-      return std::string(status.message());
-  }
-}
-
-std::string StateName(v1::SessionState state) {
-  switch (state) {
-    case v1::SESSION_STATE_LIVE:
-      return "live";
-    case v1::SESSION_STATE_FINISHED:
-      return "finished";
-    case v1::SESSION_STATE_ABORTED:
-      return "aborted";
-    default:
-      return "unknown";
-  }
-}
-
-std::string FormatStart(int64_t unix_ns) {
-  if (unix_ns <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());
-}
-
-std::string SessionsToJson(const v1::ListSessionsResponse& list) {
-  std::string out = "[";
-  bool first = true;
-  for (const v1::SessionInfo& s : list.sessions()) {
-    const v1::ProcessIdentity& id = s.identity();
-    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"session_id\": ");
-    first = false;
-    AppendJsonString(s.session_id(), &out);
-    absl::StrAppend(&out, ", \"state\": ");
-    AppendJsonString(StateName(s.state()), &out);
-    absl::StrAppend(&out, ", \"pid\": ", id.pid(), ", \"host\": ");
-    AppendJsonString(id.host(), &out);
-    auto optional_int = [&out](const char* key, bool has, int32_t value) {
-      absl::StrAppend(&out, ", \"", key, "\": ", has ? absl::StrCat(value) : "null");
-    };
-    optional_int("rank", id.has_rank(), id.rank());
-    optional_int("local_rank", id.has_local_rank(), id.local_rank());
-    optional_int("world_size", id.has_world_size(), id.world_size());
-    absl::StrAppend(&out, ", \"job_id\": ");
-    AppendJsonString(id.job_id(), &out);
-    absl::StrAppend(&out, ", \"model\": ");
-    AppendJsonString(id.model_name(), &out);
-    absl::StrAppend(&out, ", \"started\": ");
-    AppendJsonString(FormatStart(s.started_unix_ns()), &out);
-    absl::StrAppend(&out, ", \"started_unix_ns\": ", s.started_unix_ns(),
-                    ", \"ended_unix_ns\": ", s.ended_unix_ns(), ", \"events\": ", s.events(),
-                    ", \"dropped_events\": ", s.dropped_events(),
-                    ", \"rejected_events\": ", s.rejected_events(), "}");
-  }
-  absl::StrAppend(&out, first ? "]" : "\n]");
-  return out;
+// The daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
+std::string ServiceAddress(const std::string& remote) {
+  return remote.empty() ? protocol::DefaultServiceAddress() : remote;
 }
 
 std::string SessionsToText(const v1::ListSessionsResponse& list) {
@@ -360,24 +254,24 @@ std::string SessionsToText(const v1::ListSessionsResponse& list) {
                                     "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED");
   for (const v1::SessionInfo& s : list.sessions()) {
     const v1::ProcessIdentity& id = s.identity();
-    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n", s.session_id(),
-                          StateName(s.state()), id.pid(),
+    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n",
+                          Sanitize(s.session_id()), SessionStateName(s.state()), id.pid(),
                           id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
-                          id.model_name().empty() ? std::string("-") : id.model_name(),
-                          FormatStart(s.started_unix_ns()), s.events(), s.dropped_events());
+                          id.model_name().empty() ? std::string("-") : Sanitize(id.model_name()),
+                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events());
   }
   return out;
 }
 
 int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
-  const std::string address = args.remote.empty() ? protocol::DefaultServiceAddress() : args.remote;
+  const std::string address = ServiceAddress(args.remote);
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
-      ConnectRemote(args.remote);
+      ConnectToDaemon(address, absl::Seconds(5));
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   absl::StatusOr<v1::ListSessionsResponse> list = (*rpc)->ListSessions();
   if (!list.ok()) return Fail(env, DescribeRemoteError(list.status(), address));
   if (args.json) {
-    PrintJson(SessionsToJson(*list), env);
+    PrintLine(SessionsToJson(*list), env);
   } else {
     *env.out << SessionsToText(*list);
     env.out->flush();
@@ -386,10 +280,10 @@ int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
 }
 
 int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
-  const std::string address = args.remote.empty() ? protocol::DefaultServiceAddress() : args.remote;
+  const std::string address = ServiceAddress(args.remote);
   if (args.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
-      ConnectRemote(args.remote);
+      ConnectToDaemon(address, absl::Seconds(5));
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(args.session);
   if (!snapshot.ok()) {
@@ -401,7 +295,7 @@ int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
   }
   const TraceRecord record = FromProto(snapshot->record());
   if (args.output.empty()) {
-    PrintJson(TraceToJson(record), env);
+    PrintLine(TraceToJson(record), env);
     return kExitOk;
   }
   if (absl::Status s = WriteTraceFile(args.output, record); !s.ok()) {

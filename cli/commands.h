@@ -1,7 +1,7 @@
 // The `tracetorch` command line: argument parsing (CLI11) and the subcommands inspect, summary,
-// diff and watch (trace files), sessions and snapshot (a running tracetorchd, over its gRPC
-// TraceService). main.cc is a thin wrapper over RunTracetorch, so the whole command can run
-// in-process.
+// diff and watch (trace files), and sessions, snapshot, watch --remote / --job, diff --remote and
+// baseline (a running tracetorchd, over its gRPC TraceService; remote_watch.h, remote_diff.h).
+// main.cc is a thin wrapper over RunTracetorch, so the whole command can run in-process.
 //
 // Exit codes: 0 success; 1 `diff` found a warning or critical entry; 2 a usage error or an
 // unreadable or invalid input, an unreachable daemon or an unknown session, reported as ONE line
@@ -30,8 +30,9 @@ struct CliEnvironment {
   std::ostream* err = nullptr;  // Required.
   bool stdout_is_tty = false;
   bool no_color = false;  // NO_COLOR is set to a non-empty value.
-  // How `watch` waits between polls. Empty: block SIGINT and SIGTERM and wait for them with
-  // sigtimedwait(2), so either signal ends the watch with exit code 0.
+  // How `watch` waits between polls. Empty: MakeSignalWaiter (terminal.h) blocks SIGINT and
+  // SIGTERM and waits for them with sigtimedwait(2), so either signal ends the watch with exit
+  // code 0.
   Waiter wait;
 };
 

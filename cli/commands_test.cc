@@ -1,10 +1,10 @@
 #include "cli/commands.h"
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,33 +15,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-Result RunCli(std::vector<std::string> args, bool tty = false, bool no_color = false) {
-  args.insert(args.begin(), "tracetorch");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out;
-  std::ostringstream err;
-  CliEnvironment env{.out = &out,
-                     .err = &err,
-                     .stdout_is_tty = tty,
-                     .no_color = no_color,
-                     .wait = [](absl::Duration) { return false; }};
-  Result result;
-  result.code = RunTracetorch(static_cast<int>(argv.size()), argv.data(), env);
-  result.out = out.str();
-  result.err = err.str();
-  return result;
-}
-
-std::string Fixture(const std::string& name) {
-  return std::string(TRACETORCH_FIXTURES_DIR) + "/upstream/" + name;
-}
+using test_util::CliResult;
+using test_util::Fixture;
+using test_util::RunCli;
 
 int LineCount(const std::string& text) {
   return static_cast<int>(
@@ -60,7 +36,7 @@ TEST(ChooseStyle, AutoFollowsTerminalAndNoColor) {
 }
 
 TEST(RunTracetorch, NoSubcommandPrintsUsageAndExits2) {
-  const Result r = RunCli({});
+  const CliResult r = RunCli({});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("inspect"));
   EXPECT_THAT(r.err, HasSubstr("diff"));
@@ -68,13 +44,13 @@ TEST(RunTracetorch, NoSubcommandPrintsUsageAndExits2) {
 }
 
 TEST(RunTracetorch, Version) {
-  const Result r = RunCli({"--version"});
+  const CliResult r = RunCli({"--version"});
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_THAT(r.out, StartsWith("tracetorch "));
 }
 
 TEST(RunTracetorch, HelpExits0) {
-  const Result r = RunCli({"diff", "--help"});
+  const CliResult r = RunCli({"diff", "--help"});
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_THAT(r.out, HasSubstr("--latency-threshold"));
 }
@@ -87,7 +63,7 @@ TEST(RunTracetorch, UsageErrorsAreOneLineExit2) {
            {"inspect", "x.json", "--min-latency", "abc"},
            {"--color=sometimes", "inspect", "x.json"},
        }) {
-    const Result r = RunCli(args);
+    const CliResult r = RunCli(args);
     EXPECT_EQ(r.code, kExitUsage) << args[0];
     EXPECT_THAT(r.err, StartsWith("tracetorch: ")) << r.err;
     EXPECT_EQ(LineCount(r.err), 1) << r.err;
@@ -95,61 +71,62 @@ TEST(RunTracetorch, UsageErrorsAreOneLineExit2) {
 }
 
 TEST(RunTracetorch, MissingFile) {
-  const Result r = RunCli({"inspect", "nope.json"});
+  const CliResult r = RunCli({"inspect", "nope.json"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_EQ(r.err, "tracetorch: nope.json: file not found\n");
   EXPECT_EQ(r.out, "");
 }
 
 TEST(RunTracetorch, InvalidFilterValue) {
-  const Result r = RunCli({"inspect", Fixture("train_trace.json"), "--min-latency", "-1"});
+  const CliResult r = RunCli({"inspect", Fixture("train_trace.json"), "--min-latency", "-1"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, StartsWith("tracetorch: --min-latency must be"));
 }
 
 TEST(RunTracetorch, InvalidThresholds) {
-  const Result r = RunCli({"diff", Fixture("train_trace.json"), Fixture("train_trace.json"),
-                           "--latency-threshold", "-0.5"});
+  const CliResult r = RunCli({"diff", Fixture("train_trace.json"), Fixture("train_trace.json"),
+                              "--latency-threshold", "-0.5"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, StartsWith("tracetorch: invalid diff thresholds: "));
   EXPECT_EQ(LineCount(r.err), 1);
 }
 
 TEST(RunTracetorch, InspectPlainAndRich) {
-  const Result plain = RunCli({"inspect", Fixture("train_trace.json")});
+  const CliResult plain = RunCli({"inspect", Fixture("train_trace.json")});
   EXPECT_EQ(plain.code, kExitOk) << plain.err;
   EXPECT_THAT(plain.out, HasSubstr("+-- blocks (Sequential)"));
   EXPECT_THAT(plain.out, Not(HasSubstr("\x1b")));
 
-  const Result rich = RunCli({"inspect", Fixture("train_trace.json")}, /*tty=*/true);
+  const CliResult rich = RunCli({"inspect", Fixture("train_trace.json")}, {.stdout_is_tty = true});
   EXPECT_THAT(rich.out, HasSubstr("├── "));
   EXPECT_THAT(rich.out, HasSubstr("\x1b["));
 
-  const Result no_color = RunCli({"inspect", Fixture("train_trace.json")}, true, /*no_color=*/true);
+  const CliResult no_color =
+      RunCli({"inspect", Fixture("train_trace.json")}, {.stdout_is_tty = true, .no_color = true});
   EXPECT_EQ(no_color.out, plain.out);
 
-  const Result forced = RunCli({"inspect", Fixture("train_trace.json"), "--color", "always"});
+  const CliResult forced = RunCli({"inspect", Fixture("train_trace.json"), "--color", "always"});
   EXPECT_EQ(forced.out, rich.out);
 }
 
 TEST(RunTracetorch, DiffExitCodes) {
   EXPECT_EQ(RunCli({"diff", Fixture("train_trace.json"), Fixture("train_trace.json")}).code,
             kExitOk);
-  const Result r =
+  const CliResult r =
       RunCli({"diff", Fixture("train_trace.json"), Fixture("train_trace_perturbed.json")});
   EXPECT_EQ(r.code, kExitRegressions);
   EXPECT_THAT(r.out, HasSubstr("Warnings    26"));
 }
 
 TEST(RunTracetorch, WatchReturnsZeroWhenStopped) {
-  const Result r = RunCli({"watch", Fixture("train_trace.json"), "--interval", "0.1"});
+  const CliResult r = RunCli({"watch", Fixture("train_trace.json"), "--interval", "0.1"});
   EXPECT_EQ(r.code, kExitOk);
   EXPECT_THAT(r.out, HasSubstr("Watching "));
   EXPECT_THAT(r.out, HasSubstr("\\-- head (Linear)"));
 }
 
 TEST(RunTracetorch, WatchRejectsBadInterval) {
-  const Result r = RunCli({"watch", "x.json", "--interval", "0"});
+  const CliResult r = RunCli({"watch", "x.json", "--interval", "0"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, StartsWith("tracetorch: --interval must be"));
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "cli/labels.h"
 #include "cli/render.h"
 #include "cli/tree.h"
 #include "trace/format.h"
@@ -25,39 +26,13 @@ namespace {
 // The widest label column before the values start (longer labels push their values right).
 constexpr size_t kMaxLabelColumn = 56;
 
-// Glyph() as a std::string (absl::StrCat here takes no std::string_view).
-std::string G(const Style& style, std::string_view rich, std::string_view plain) {
-  return std::string(Glyph(style, rich, plain));
-}
-
 std::string PadLeft(std::string_view text, size_t width) {
   const size_t shown = DisplayWidth(text);
   if (shown >= width) return std::string(text);
   return absl::StrCat(std::string(width - shown, ' '), std::string(text));
 }
 
-std::string Dot(const Style& style) { return G(style, " · ", " - "); }
-
-Color SeverityColor(AnomalySeverity severity) {
-  switch (severity) {
-    case AnomalySeverity::kCritical:
-      return Color::kRed;
-    case AnomalySeverity::kWarning:
-      return Color::kYellow;
-    case AnomalySeverity::kInfo:
-      return Color::kBlue;
-  }
-  return Color::kBlue;
-}
-
-std::string Mark(std::optional<AnomalySeverity> worst, const Style& style) {
-  if (!worst.has_value()) return Paint(G(style, "✓", "[ok]"), Color::kGreen, style);
-  std::string_view rich = "ℹ";
-  if (*worst == AnomalySeverity::kWarning) rich = "⚠";
-  if (*worst == AnomalySeverity::kCritical) rich = "✗";
-  const std::string plain = absl::StrCat("[", std::string(ToString(*worst)), "]");
-  return Paint(G(style, rich, plain), SeverityColor(*worst), style);
-}
+std::string Dot(const Style& style) { return GlyphString(style, " · ", " - "); }
 
 // "1.2e-05", "0.3214", "26.53": four significant digits, for std and gradient norms.
 std::string Compact(double value) {
@@ -74,20 +49,16 @@ std::optional<double> OutputStd(const LayerTrace& layer) {
   return layer.outputs.front().stats->std;
 }
 
-std::string StateName(std::string_view state) {
-  return state.empty() ? "unknown" : std::string(state);
-}
-
 std::string StatusText(const StatusLine& status, const Style& style) {
   switch (status.kind) {
     case StatusLine::Kind::kOk:
-      return Paint(absl::StrCat(G(style, "● ", ""), status.text), Color::kGreen, style);
+      return Paint(absl::StrCat(GlyphString(style, "● ", ""), status.text), Color::kGreen, style);
     case StatusLine::Kind::kWaiting:
-      return Paint(absl::StrCat(G(style, "⟳ ", ""), status.text), Color::kYellow, style);
+      return Paint(absl::StrCat(GlyphString(style, "⟳ ", ""), status.text), Color::kYellow, style);
     case StatusLine::Kind::kDone:
-      return Paint(absl::StrCat(G(style, "■ ", ""), status.text), Color::kBlue, style);
+      return Paint(absl::StrCat(GlyphString(style, "■ ", ""), status.text), Color::kBlue, style);
     case StatusLine::Kind::kProblem:
-      return Paint(absl::StrCat(G(style, "✗ ", ""), status.text), Color::kRed, style);
+      return Paint(absl::StrCat(GlyphString(style, "✗ ", ""), status.text), Color::kRed, style);
   }
   return status.text;
 }
@@ -124,9 +95,9 @@ void CollectRows(const std::vector<LayerTreeNode>& nodes, const std::string& pre
     const LayerTreeNode& node = nodes[i];
     const bool last = i + 1 == nodes.size();
     TreeRow row;
-    std::string label = absl::StrCat(
-        prefix,
-        Paint(last ? G(style, "└── ", "\\-- ") : G(style, "├── ", "+-- "), Color::kDim, style));
+    std::string label = absl::StrCat(prefix, Paint(last ? GlyphString(style, "└── ", "\\-- ")
+                                                        : GlyphString(style, "├── ", "+-- "),
+                                                   Color::kDim, style));
     size_t width = prefix_width + 4;
     const std::string name = Sanitize(node.name);
     width += DisplayWidth(name);
@@ -144,8 +115,8 @@ void CollectRows(const std::vector<LayerTreeNode>& nodes, const std::string& pre
     row.label_width = width;
     row.layer = node.layer;
     rows->push_back(std::move(row));
-    const std::string child_prefix =
-        absl::StrCat(prefix, last ? "    " : Paint(G(style, "│   ", "|   "), Color::kDim, style));
+    const std::string child_prefix = absl::StrCat(
+        prefix, last ? "    " : Paint(GlyphString(style, "│   ", "|   "), Color::kDim, style));
     CollectRows(node.children, child_prefix, prefix_width + 4, style, rows);
   }
 }
@@ -186,7 +157,7 @@ std::string LayerValues(const LayerTrace& layer, const LayerSeries* series,
                              series != nullptr ? &series->grad_norm : nullptr, flags, points,
                              style));
   std::string out = absl::StrJoin(cells, "  ");
-  absl::StrAppend(&out, " ", Mark(worst, style));
+  absl::StrAppend(&out, " ", SeverityMark(worst, style));
   if (layer.has_nan) absl::StrAppend(&out, " ", Paint("NaN out", Color::kRed, style));
   if (layer.has_inf) absl::StrAppend(&out, " ", Paint("Inf out", Color::kRed, style));
   if (layer.grad_has_nan) absl::StrAppend(&out, " ", Paint("NaN grad", Color::kRed, style));
@@ -217,13 +188,8 @@ std::string RenderLiveTree(const TraceRecord& record, const LayerHistoryMap* his
   column = std::min(column, kMaxLabelColumn);
   const size_t points = history != nullptr ? SparkPoints(column, options) : 0;
 
-  absl::flat_hash_map<std::string, AnomalySeverity> worst;
-  for (const Anomaly& anomaly : record.warnings) {
-    auto [it, inserted] = worst.emplace(anomaly.layer, anomaly.severity);
-    if (!inserted && static_cast<int>(anomaly.severity) > static_cast<int>(it->second)) {
-      it->second = anomaly.severity;
-    }
-  }
+  const absl::flat_hash_map<std::string, AnomalySeverity> worst =
+      WorstSeverityByLayer(record.warnings);
   for (const TreeRow& row : rows) {
     absl::StrAppend(&out, row.label);
     if (row.layer != nullptr) {
@@ -263,7 +229,7 @@ std::string DetailString(const Anomaly& anomaly, std::string_view key) {
 
 std::string RankLine(const RankView& rank, const Style& style) {
   const SessionSummary& s = rank.session;
-  std::string state = StateName(s.state);
+  std::string state = s.state;
   if (state == "aborted") state = Paint(state, Color::kRed, style);
   return absl::StrCat("rank ", rank.rank, ": ", Sanitize(s.session_id), Dot(style), "pid ", s.pid,
                       s.host.empty() ? "" : absl::StrCat(" on ", Sanitize(s.host)), Dot(style),
@@ -312,58 +278,6 @@ std::string Sparkline(const std::vector<double>& values, const std::vector<bool>
   return out;
 }
 
-std::string TruncateLine(std::string_view line, size_t width, const Style& style) {
-  if (width == 0 || DisplayWidth(line) <= width) return std::string(line);
-  const std::string ellipsis = G(style, "…", ">");
-  std::string out;
-  size_t columns = 0;
-  size_t i = 0;
-  while (i < line.size()) {
-    const unsigned char c = static_cast<unsigned char>(line[i]);
-    if (c == 0x1b) {  // An escape sequence: copy it whole, zero columns.
-      size_t j = i + 1;
-      if (j < line.size() && line[j] == '[') {
-        ++j;
-        while (j < line.size() && !(line[j] >= 0x40 && line[j] <= 0x7e)) ++j;
-        if (j < line.size()) ++j;
-      }
-      out.append(line.substr(i, j - i));
-      i = j;
-      continue;
-    }
-    size_t len = 1;  // One code point (invalid bytes: one each, as DisplayWidth counts them).
-    if (c >= 0xf0 && c < 0xf8) {
-      len = 4;
-    } else if (c >= 0xe0) {
-      len = 3;
-    } else if (c >= 0xc0) {
-      len = 2;
-    }
-    if (i + len > line.size()) len = 1;
-    if (columns + 1 >= width) break;  // Keep the last column for the ellipsis.
-    out.append(line.substr(i, len));
-    ++columns;
-    i += len;
-  }
-  out.append(ellipsis);
-  if (style.color) out.append("\x1b[0m");
-  return out;
-}
-
-std::string TruncateLines(std::string_view text, size_t width, const Style& style) {
-  if (width == 0) return std::string(text);
-  std::string out;
-  size_t begin = 0;
-  while (true) {
-    const size_t end = text.find('\n', begin);
-    out.append(TruncateLine(text.substr(begin, end - begin), width, style));
-    if (end == std::string_view::npos) break;
-    out.push_back('\n');
-    begin = end + 1;
-  }
-  return out;
-}
-
 std::vector<Anomaly> LiveAnomalyOrder(const TraceRecord& record) {
   const std::optional<NanOrigin>& origin = record.metadata.nan_origin;
   auto rank = [&origin](const Anomaly& a) {
@@ -401,7 +315,7 @@ std::string RenderLiveBody(const TraceRecord& record, const LayerHistoryMap* his
   // person starts looking), then the table in LiveAnomalyOrder.
   if (const std::optional<NanOrigin>& origin = record.metadata.nan_origin; origin.has_value()) {
     absl::StrAppend(&out,
-                    Paint(absl::StrCat(G(style, "✗ ", "!! "), "NaN origin: ",
+                    Paint(absl::StrCat(GlyphString(style, "✗ ", "!! "), "NaN origin: ",
                                        Sanitize(origin->layer), " at step ", origin->step,
                                        " (first ", origin->is_nan ? "NaN" : "Inf", ")"),
                           Color::kRed, style),
@@ -433,7 +347,7 @@ std::string RenderLiveFrame(const LiveFrame& frame, const LiveViewOptions& optio
     absl::StrAppend(&title, Dot(style), "pid ", s.pid);
     if (!s.host.empty()) absl::StrAppend(&title, " on ", Sanitize(s.host));
     if (s.rank.has_value()) absl::StrAppend(&title, Dot(style), "rank ", *s.rank);
-    absl::StrAppend(&title, Dot(style), StateName(s.state));
+    absl::StrAppend(&title, Dot(style), s.state);
   }
   std::string out =
       absl::StrCat(Paint(title, Color::kBold, style), "\n", StatusText(frame.status, style), "\n");
@@ -448,7 +362,9 @@ std::string RenderLiveFrame(const LiveFrame& frame, const LiveViewOptions& optio
                   "\n\n");
   if (frame.record == nullptr) {
     absl::StrAppend(
-        &out, G(style, "waiting for the first update…", "waiting for the first update..."), "\n");
+        &out,
+        GlyphString(style, "waiting for the first update…", "waiting for the first update..."),
+        "\n");
   } else {
     absl::StrAppend(&out, RenderLiveBody(*frame.record, frame.history, options));
   }
@@ -468,7 +384,9 @@ std::string RenderJobFrame(const LiveJobFrame& frame, const LiveViewOptions& opt
       "\n\n");
   if (frame.ranks.empty()) {
     absl::StrAppend(
-        &out, G(style, "waiting for the first update…", "waiting for the first update..."), "\n");
+        &out,
+        GlyphString(style, "waiting for the first update…", "waiting for the first update..."),
+        "\n");
     return TruncateLines(out, options.width, style);
   }
   for (const RankView& rank : frame.ranks) absl::StrAppend(&out, RankLine(rank, style), "\n");
@@ -484,10 +402,11 @@ std::string RenderJobFrame(const LiveJobFrame& frame, const LiveViewOptions& opt
     }
   }
   if (frame.divergences.empty()) {
-    absl::StrAppend(&out,
-                    Paint(G(style, "✓ No cross-rank divergence", "No cross-rank divergence"),
-                          Color::kGreen, style),
-                    "\n");
+    absl::StrAppend(
+        &out,
+        Paint(GlyphString(style, "✓ No cross-rank divergence", "No cross-rank divergence"),
+              Color::kGreen, style),
+        "\n");
   } else {
     Table table{
         .title = "Cross-rank divergence", .header = {"Layer", "Rank", "Message"}, .rows = {}};
@@ -523,7 +442,7 @@ std::string RenderJobFrame(const LiveJobFrame& frame, const LiveViewOptions& opt
     std::vector<std::string> cells;
     std::string label = row.label;
     if (row.layer != nullptr && flagged_layers.contains(row.layer->full_name)) {
-      absl::StrAppend(&label, " ", Paint(G(style, "⚠", "!"), Color::kYellow, style));
+      absl::StrAppend(&label, " ", Paint(GlyphString(style, "⚠", "!"), Color::kYellow, style));
     }
     cells.push_back(std::move(label));
     for (size_t i = 0; i < frame.ranks.size(); ++i) {
@@ -541,11 +460,11 @@ std::string RenderJobFrame(const LiveJobFrame& frame, const LiveViewOptions& opt
       std::optional<double> latency = MeanLatency(layer);
       std::string lat = latency.has_value() ? FormatMs(*latency) : "-";
       if (flagged_cells.contains(absl::StrCat(key, "latency_ms"))) {
-        lat = Paint(absl::StrCat(lat, G(style, "⚠", "!")), Color::kYellow, style);
+        lat = Paint(absl::StrCat(lat, GlyphString(style, "⚠", "!")), Color::kYellow, style);
       }
       std::string grad = layer.grad_norm.has_value() ? Compact(*layer.grad_norm) : "-";
       if (flagged_cells.contains(absl::StrCat(key, "grad_norm"))) {
-        grad = Paint(absl::StrCat(grad, G(style, "⚠", "!")), Color::kYellow, style);
+        grad = Paint(absl::StrCat(grad, GlyphString(style, "⚠", "!")), Color::kYellow, style);
       }
       cells.push_back(absl::StrCat(lat, " / ", grad));
     }

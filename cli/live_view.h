@@ -45,7 +45,7 @@ using LayerHistoryMap = absl::flat_hash_map<std::string, LayerSeries>;
 // What the view shows of a daemon session (service.proto SessionInfo).
 struct SessionSummary {
   std::string session_id;
-  std::string state;  // "live", "finished", "aborted" or "unknown".
+  std::string state = "unknown";  // SessionStateName (labels.h): "live", "finished", ...
   uint64_t events = 0;
   uint64_t dropped_events = 0;
   uint64_t rejected_events = 0;
@@ -84,13 +84,6 @@ struct LiveViewOptions {
 std::string Sparkline(const std::vector<double>& values, const std::vector<bool>& non_finite,
                       size_t points, const Style& style);
 
-// Cuts `line` (one line, no newline; may hold ANSI escape codes) to `width` display columns, the
-// last one an ellipsis ("…", or ">" in ASCII) when something was cut; a colour reset follows a cut
-// in colour style. Unchanged when it fits or `width` is 0.
-std::string TruncateLine(std::string_view line, size_t width, const Style& style);
-// TruncateLine on every line of `text`.
-std::string TruncateLines(std::string_view text, size_t width, const Style& style);
-
 // The anomalies in display order: those on the NaN origin's layer first (NaN/Inf activations
 // before others), then the rest by severity (critical first), otherwise in record order.
 std::vector<Anomaly> LiveAnomalyOrder(const TraceRecord& record);
@@ -99,7 +92,7 @@ std::vector<Anomaly> LiveAnomalyOrder(const TraceRecord& record);
 // origin: LAYER at step N" line, then the table in LiveAnomalyOrder), and last the layer tree with
 // values and sparklines (`history` may be null: values only), so that a tree too tall for the
 // terminal is what gets cut. Layers and anomalies are filtered by options.filter. Not truncated
-// (see TruncateLines).
+// (see TruncateLines, text.h).
 std::string RenderLiveBody(const TraceRecord& record, const LayerHistoryMap* history,
                            const LiveViewOptions& options);
 

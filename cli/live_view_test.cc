@@ -93,26 +93,6 @@ TEST(Sparkline, UnknownEqualAndNonFiniteValues) {
   EXPECT_THAT(Sparkline({0, 5}, {false, true}, 16, Style::Rich()), HasSubstr("\x1b[31m!"));
 }
 
-TEST(TruncateLine, CutsToWidthWithAnEllipsis) {
-  EXPECT_EQ(TruncateLine("abcdefgh", 5, Style::Plain()), "abcd>");
-  EXPECT_EQ(TruncateLine("abcde", 5, Style::Plain()), "abcde");
-  EXPECT_EQ(TruncateLine("abcdefgh", 0, Style::Plain()), "abcdefgh");
-  EXPECT_EQ(TruncateLine("├── ▁▂▃▄▅", 6, Style{.color = false, .unicode = true}), "├── ▁…");
-}
-
-TEST(TruncateLine, EscapeCodesTakeNoColumnsAndAreClosed) {
-  const Style rich = Style::Rich();
-  const std::string line = Paint("abcdef", Color::kRed, rich) + "ghij";
-  const std::string cut = TruncateLine(line, 8, rich);
-  EXPECT_EQ(DisplayWidth(cut), 8u);
-  EXPECT_THAT(cut, StartsWith("\x1b[31mabcdef\x1b[0mg…"));
-  EXPECT_THAT(cut, testing::EndsWith("\x1b[0m"));
-}
-
-TEST(TruncateLines, EveryLineFits) {
-  EXPECT_EQ(TruncateLines("abcdef\n\nxy\n", 3, Style::Plain()), "ab>\n\nxy\n");
-}
-
 TEST(LiveAnomalyOrder, NanOriginFirstThenBySeverity) {
   TraceRecord record;
   record.warnings = {

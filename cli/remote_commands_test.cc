@@ -3,11 +3,11 @@
 // agent/python/tests/test_daemon_stream.py.
 #include <stdlib.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,32 +18,16 @@ using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-Result RunCli(std::vector<std::string> args) {
-  args.insert(args.begin(), "tracetorch");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out;
-  std::ostringstream err;
-  CliEnvironment env{.out = &out, .err = &err, .wait = [](absl::Duration) { return false; }};
-  Result result;
-  result.code = RunTracetorch(static_cast<int>(argv.size()), argv.data(), env);
-  result.out = out.str();
-  result.err = err.str();
-  return result;
-}
+using test_util::CliResult;
+using test_util::ExpectOneLineError;
+using test_util::RunCli;
 
 std::string MissingSocket() {
   return ::testing::TempDir() + "/no-such-dir-tracetorch/tracetorchd-rpc.sock";
 }
 
 TEST(RemoteCommands, SessionsWithoutDaemonIsOneLineAndExit2) {
-  const Result r = RunCli({"sessions", "--remote", MissingSocket()});
+  const CliResult r = RunCli({"sessions", "--remote", MissingSocket()});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_EQ(r.out, "");
   EXPECT_THAT(r.err, StartsWith("tracetorch: cannot reach tracetorchd at "));
@@ -52,14 +36,15 @@ TEST(RemoteCommands, SessionsWithoutDaemonIsOneLineAndExit2) {
 }
 
 TEST(RemoteCommands, SnapshotWithoutDaemonIsOneLineAndExit2) {
-  const Result r = RunCli({"snapshot", "latest", "--remote", MissingSocket(), "-o", "/dev/null"});
+  const CliResult r =
+      RunCli({"snapshot", "latest", "--remote", MissingSocket(), "-o", "/dev/null"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("cannot reach tracetorchd"));
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
 }
 
 TEST(RemoteCommands, SnapshotNeedsASession) {
-  const Result r = RunCli({"snapshot"});
+  const CliResult r = RunCli({"snapshot"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("session"));
 }

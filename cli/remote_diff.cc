@@ -12,9 +12,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "cli/command_io.h"
+#include "cli/json_output.h"
+#include "cli/labels.h"
 #include "cli/render.h"
 #include "cli/source.h"
 #include "protocol/address.h"
@@ -27,20 +29,6 @@ namespace {
 
 // Diff and SetBaseline may carry whole traces both ways; a generous deadline.
 constexpr absl::Duration kUploadDeadline = absl::Seconds(60);
-
-// Prints "tracetorch: <message>" as one line on stderr and returns kExitUsage.
-int Fail(const CliEnvironment& env, std::string message) {
-  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
-  *env.err << "tracetorch: " << message << "\n";
-  env.err->flush();
-  return kExitUsage;
-}
-
-void PrintLine(std::string text, const CliEnvironment& env) {
-  if (text.empty() || text.back() != '\n') text.push_back('\n');
-  *env.out << text;
-  env.out->flush();
-}
 
 // An operand with what the CLI needs to explain a failure.
 struct Operand {
@@ -84,15 +72,6 @@ absl::StatusOr<Operand> ParseOperand(absl::string_view spelling) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> Connect(
-    const std::string& address) {
-  absl::StatusOr<service_client::ServiceClientOptions> options =
-      service_client::ServiceClientOptionsFromEnv();
-  if (!options.ok()) return options.status();
-  options->deadline = std::max(options->deadline, kUploadDeadline);
-  return service_client::TraceServiceClient::Create(address, *options);
-}
-
 // One line for a failed call. `operands` are the sides by the role the daemon names in its
 // messages ("baseline: ...", "current: ...", "source: ...").
 std::string DescribeError(const absl::Status& status, const std::string& address,
@@ -100,8 +79,7 @@ std::string DescribeError(const absl::Status& status, const std::string& address
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
-      return absl::StrCat("cannot reach tracetorchd at ", address, ": ", status.message(),
-                          " (is the daemon running? see --remote)");
+      return DescribeRemoteError(status, address);
     case absl::StatusCode::kResourceExhausted:
       if (absl::StrContains(status.message(), "message larger than")) {
         return absl::StrCat("the traces are larger than tracetorchd accepts in one call: ",
@@ -133,31 +111,6 @@ std::string DescribeError(const absl::Status& status, const std::string& address
   return std::string(message);
 }
 
-std::string FormatCreated(int64_t unix_ns) {
-  if (unix_ns <= 0) return "-";
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());
-}
-
-std::string BaselinesToJson(const v1::ListBaselinesResponse& list) {
-  std::string out = "[";
-  bool first = true;
-  for (const v1::BaselineInfo& b : list.baselines()) {
-    absl::StrAppend(&out, first ? "\n" : ",\n", "  {\"name\": ");
-    first = false;
-    AppendJsonString(b.name(), &out);
-    absl::StrAppend(&out, ", \"model\": ");
-    AppendJsonString(b.model_name(), &out);
-    absl::StrAppend(&out, ", \"layers\": ", b.layers(),
-                    ", \"has_history\": ", b.has_history() ? "true" : "false", ", \"source\": ");
-    AppendJsonString(b.source(), &out);
-    absl::StrAppend(&out, ", \"created\": ");
-    AppendJsonString(FormatCreated(b.created_unix_ns()), &out);
-    absl::StrAppend(&out, ", \"created_unix_ns\": ", b.created_unix_ns(), "}");
-  }
-  absl::StrAppend(&out, first ? "]" : "\n]");
-  return out;
-}
-
 std::string BaselinesToText(const v1::ListBaselinesResponse& list) {
   if (list.baselines_size() == 0) return "no baselines\n";
   std::string out = absl::StrFormat("%-24s %-20s %6s %-7s %-20s %s\n", "NAME", "MODEL", "LAYERS",
@@ -166,7 +119,7 @@ std::string BaselinesToText(const v1::ListBaselinesResponse& list) {
     absl::StrAppendFormat(&out, "%-24s %-20s %6d %-7s %-20s %s\n", Sanitize(b.name()),
                           b.model_name().empty() ? std::string("-") : Sanitize(b.model_name()),
                           b.layers(), b.has_history() ? "yes" : "no",
-                          FormatCreated(b.created_unix_ns()), Sanitize(b.source()));
+                          FormatUnixTime(b.created_unix_ns()), Sanitize(b.source()));
   }
   return out;
 }
@@ -240,7 +193,8 @@ int RemoteDiffCommand::Run(const std::string& baseline, const std::string& curre
   absl::StatusOr<Operand> cur_op = ParseOperand(b);
   if (!cur_op.ok()) return Fail(env, std::string(cur_op.status().message()));
 
-  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc = Connect(address);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectToDaemon(address, kUploadDeadline);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
   v1::DiffRequest request;
   *request.mutable_baseline() = base_op->proto;
@@ -291,7 +245,8 @@ int BaselineCommand::Run(const CliEnvironment& env) const {
     source = ParseOperand(source_);
     if (!source.ok()) return Fail(env, std::string(source.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc = Connect(address);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectToDaemon(address, kUploadDeadline);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
 
   if (set_->parsed()) {

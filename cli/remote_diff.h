@@ -44,8 +44,8 @@ namespace tracetorch::cli {
 int ReportDiff(const TraceDiff& diff, bool json, const Style& style, const CliEnvironment& env);
 
 // Parses an operand (see above) into a DiffOperand, reading and parsing a trace file when it is
-// one. Errors: InvalidArgument for "session:" / "baseline:" without a name; the file's load error
-// (cli/source.h DescribeLoadError text) for an unreadable file.
+// one. Errors: InvalidArgument for an empty operand or "session:" / "baseline:" without a name;
+// the file's load error (cli/source.h DescribeLoadError text) for an unreadable file.
 absl::StatusOr<v1::DiffOperand> ParseRemoteOperand(absl::string_view spelling);
 
 // `--remote [ADDR]` on the existing `diff` subcommand.

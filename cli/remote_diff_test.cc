@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -16,8 +15,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
+#include "cli/test_util.h"
 #include "client/daemon_client.h"
 #include "daemon/server/daemon.h"
+#include "daemon/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "protocol/events.h"
@@ -31,50 +32,12 @@ using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-Result RunCli(std::vector<std::string> args) {
-  args.insert(args.begin(), "tracetorch");
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  std::ostringstream out;
-  std::ostringstream err;
-  CliEnvironment env{.out = &out, .err = &err, .wait = [](absl::Duration) { return false; }};
-  Result result;
-  result.code = RunTracetorch(static_cast<int>(argv.size()), argv.data(), env);
-  result.out = out.str();
-  result.err = err.str();
-  return result;
-}
-
-std::string Fixture(const std::string& name) {
-  return std::string(TRACETORCH_FIXTURES_DIR) + "/upstream/" + name;
-}
-
-// One line on stderr, starting "tracetorch: ".
-void ExpectOneLineError(const Result& r) {
-  EXPECT_EQ(r.code, kExitUsage) << r.out << r.err;
-  EXPECT_THAT(r.err, StartsWith("tracetorch: "));
-  EXPECT_THAT(r.err, EndsWith("\n"));
-  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = "/tmp/ttrdiff_XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using daemon::test_util::TempDir;
+using daemon::test_util::WaitFor;
+using test_util::CliResult;
+using test_util::ExpectOneLineError;
+using test_util::Fixture;
+using test_util::RunCli;
 
 class RemoteDiffTest : public ::testing::Test {
  protected:
@@ -97,11 +60,11 @@ class RemoteDiffTest : public ::testing::Test {
   }
 
   // Streams `steps` steps of a one-layer model whose latency is `latency_ms`; returns the id.
-  std::string StreamSession(double latency_ms, int steps = 10) {
+  std::string StreamSession(double latency_ms, int steps = 10, std::string model = "Net") {
     client::DaemonClientOptions o;
     o.address = absl::StrCat("unix://", config_.socket_path);
     o.identity = protocol::CurrentProcessIdentity();
-    o.identity.model_name = "Net";
+    o.identity.model_name = std::move(model);
     o.flush_interval = absl::Milliseconds(5);
     auto c = client::DaemonClient::Create(o);
     EXPECT_TRUE(c.ok()) << c.status();
@@ -116,19 +79,16 @@ class RemoteDiffTest : public ::testing::Test {
     EXPECT_TRUE((*c)->Close(absl::Seconds(5)).ok());
     const std::string id = (*c)->session_id();
     auto service = service_client::TraceServiceClient::Create(address_);
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
+    EXPECT_TRUE(WaitFor([&] {
       auto snap = (*service)->GetSnapshot(id);
-      if (snap.ok() && snap->session().state() == v1::SESSION_STATE_FINISHED &&
-          snap->session().events() == static_cast<uint64_t>(steps)) {
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
+      return snap.ok() && snap->session().state() == v1::SESSION_STATE_FINISHED &&
+             snap->session().events() == static_cast<uint64_t>(steps);
+    })) << "session "
+        << id << " did not finish with " << steps << " events";
     return id;
   }
 
-  TempDir dir_;
+  TempDir dir_{"ttrdiff"};
   daemon::DaemonConfig config_;
   std::unique_ptr<daemon::Daemon> daemon_;
   std::string address_;
@@ -146,8 +106,8 @@ TEST_F(RemoteDiffTest, RemoteDiffPrintsWhatTheLocalDiffPrints) {
         local.push_back("--json");
         remote.push_back("--json");
       }
-      const Result want = RunCli(local);
-      const Result got = RunCli(remote);
+      const CliResult want = RunCli(local);
+      const CliResult got = RunCli(remote);
       EXPECT_EQ(got.out, want.out) << pair[0] << " " << pair[1] << " json=" << json;
       EXPECT_EQ(got.code, want.code);
       EXPECT_EQ(got.err, "");
@@ -157,10 +117,11 @@ TEST_F(RemoteDiffTest, RemoteDiffPrintsWhatTheLocalDiffPrints) {
   EXPECT_EQ(RunCli({"diff", "--remote", address_, a, b}).code, kExitRegressions);
   EXPECT_EQ(RunCli({"diff", "--remote", address_, a, a}).code, kExitOk);
   // Thresholds travel to the daemon: the same as locally.
-  const Result loose_local = RunCli({"diff", a, b, "--json", "--latency-threshold", "5",
-                                     "--grad-norm-threshold", "5", "--std-threshold", "5"});
-  const Result loose = RunCli({"diff", "--remote", address_, a, b, "--json", "--latency-threshold",
-                               "5", "--grad-norm-threshold", "5", "--std-threshold", "5"});
+  const CliResult loose_local = RunCli({"diff", a, b, "--json", "--latency-threshold", "5",
+                                        "--grad-norm-threshold", "5", "--std-threshold", "5"});
+  const CliResult loose =
+      RunCli({"diff", "--remote", address_, a, b, "--json", "--latency-threshold", "5",
+              "--grad-norm-threshold", "5", "--std-threshold", "5"});
   EXPECT_EQ(loose.out, loose_local.out);
   EXPECT_EQ(loose.code, loose_local.code);
   EXPECT_NE(loose.out, RunCli({"diff", "--remote", address_, a, b, "--json"}).out);
@@ -169,7 +130,7 @@ TEST_F(RemoteDiffTest, RemoteDiffPrintsWhatTheLocalDiffPrints) {
 TEST_F(RemoteDiffTest, AddressIsOptionalAndOperandOrderIsKept) {
   const std::string a = Fixture("train_trace.json");
   const std::string b = Fixture("train_trace_perturbed.json");
-  const Result want = RunCli({"diff", a, b, "--json"});
+  const CliResult want = RunCli({"diff", a, b, "--json"});
   ASSERT_EQ(want.code, kExitRegressions);
   setenv("TRACETORCH_DAEMON_RPC", address_.c_str(), 1);
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
@@ -180,7 +141,7 @@ TEST_F(RemoteDiffTest, AddressIsOptionalAndOperandOrderIsKept) {
            {"diff", a, b, "--remote", address_, "--json"},
            {"diff", "--remote=" + address_, a, b, "--json"},
        }) {
-    const Result got = RunCli(args);
+    const CliResult got = RunCli(args);
     EXPECT_EQ(got.out, want.out) << args[1] << " " << args[2];
     EXPECT_EQ(got.code, kExitRegressions) << got.err;
   }
@@ -193,11 +154,11 @@ TEST_F(RemoteDiffTest, SessionsAndBaselinesRoundTripAndSurviveARestart) {
   const std::string slow = StreamSession(2.0);
   const std::string file = dir_.path() + "/fast.json";
   {
-    const Result snap = RunCli({"snapshot", fast, "--remote", address_, "-o", file});
+    const CliResult snap = RunCli({"snapshot", fast, "--remote", address_, "-o", file});
     ASSERT_EQ(snap.code, kExitOk) << snap.err;
   }
 
-  Result r = RunCli({"baseline", "set", "main", "session:" + fast, "--remote", address_});
+  CliResult r = RunCli({"baseline", "set", "main", "session:" + fast, "--remote", address_});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(r.out, absl::StrCat("baseline 'main' set from session ", fast,
                                 ": Net, 1 layer, with per-step history\n"));
@@ -260,7 +221,7 @@ TEST_F(RemoteDiffTest, SessionsAndBaselinesRoundTripAndSurviveARestart) {
 
 TEST_F(RemoteDiffTest, ErrorsAreOneLineAndExit2) {
   const std::string a = Fixture("train_trace.json");
-  Result r = RunCli({"diff", "--remote", address_, a, "latest"});  // No session streamed yet.
+  CliResult r = RunCli({"diff", "--remote", address_, a, "latest"});  // No session streamed yet.
   ExpectOneLineError(r);
   EXPECT_EQ(r.err, "tracetorch: tracetorchd has no sessions yet\n");
 
@@ -306,6 +267,19 @@ TEST_F(RemoteDiffTest, ErrorsAreOneLineAndExit2) {
   EXPECT_THAT(r.err, HasSubstr("cannot reach tracetorchd"));
   ExpectOneLineError(RunCli({"baseline"}));
   ExpectOneLineError(RunCli({"baseline", "set", "main"}));
+}
+
+// The listing prints what agents sent: a crafted model name must not reach the terminal raw.
+TEST_F(RemoteDiffTest, SessionsListingSanitizesNames) {
+  const std::string id = StreamSession(1.0, 2, "Evil\x1b[2J\rNet");
+  const CliResult text = RunCli({"sessions", "--remote", address_});
+  ASSERT_EQ(text.code, kExitOk) << text.err;
+  EXPECT_THAT(text.out, HasSubstr(id));
+  EXPECT_THAT(text.out, HasSubstr("Evil?[2J?Net"));
+  EXPECT_EQ(text.out.find('\x1b'), std::string::npos) << text.out;
+  const CliResult json = RunCli({"sessions", "--json", "--remote", address_});
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  EXPECT_THAT(json.out, HasSubstr(R"("model": "Evil\u001b[2J\rNet")"));
 }
 
 TEST(RemoteOperand, Syntax) {

@@ -1,186 +1,21 @@
 #include "cli/remote_watch.h"
 
-#include <sys/ioctl.h>
-
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <string>
 #include <thread>
 #include <utility>
-#include <variant>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "cli/json_output.h"
+#include "cli/labels.h"
+#include "guest/backoff.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
-#include "trace/json.h"
 
 namespace tracetorch::cli {
 namespace {
-
-// Cursor home; clear to the end of the line; clear to the end of the screen; clear the screen.
-constexpr char kHome[] = "\x1b[H";
-constexpr char kClearLine[] = "\x1b[K";
-constexpr char kClearBelow[] = "\x1b[J";
-constexpr char kClearScreen[] = "\x1b[2J";
-
-std::string G(const Style& style, std::string_view rich, std::string_view plain) {
-  return std::string(Glyph(style, rich, plain));
-}
-
-std::string StateName(v1::SessionState state) {
-  switch (state) {
-    case v1::SESSION_STATE_LIVE:
-      return "live";
-    case v1::SESSION_STATE_FINISHED:
-      return "finished";
-    case v1::SESSION_STATE_ABORTED:
-      return "aborted";
-    default:
-      return "unknown";
-  }
-}
-
-void AppendDouble(double value, std::string* out) {
-  if (!std::isfinite(value)) {
-    out->append("null");
-    return;
-  }
-  char buffer[32];
-  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out->append(buffer, r.ptr);
-}
-
-void AppendString(std::string_view value, std::string* out) { AppendJsonString(value, out); }
-
-void AppendSession(const v1::SessionInfo& s, std::string* out) {
-  const v1::ProcessIdentity& id = s.identity();
-  out->append("{\"session_id\":");
-  AppendString(s.session_id(), out);
-  out->append(",\"state\":");
-  AppendString(StateName(s.state()), out);
-  absl::StrAppend(out, ",\"pid\":", id.pid(), ",\"host\":");
-  AppendString(id.host(), out);
-  absl::StrAppend(out, ",\"rank\":", id.has_rank() ? absl::StrCat(id.rank()) : "null",
-                  ",\"job_id\":");
-  AppendString(id.job_id(), out);
-  out->append(",\"model\":");
-  AppendString(id.model_name(), out);
-  absl::StrAppend(out, ",\"started_unix_ns\":", s.started_unix_ns(),
-                  ",\"ended_unix_ns\":", s.ended_unix_ns(), ",\"events\":", s.events(),
-                  ",\"dropped_events\":", s.dropped_events(),
-                  ",\"rejected_events\":", s.rejected_events(), "}");
-}
-
-template <typename Values>
-void AppendDoubles(const Values& values, std::string* out) {
-  out->push_back('[');
-  bool first = true;
-  for (double v : values) {
-    if (!first) out->push_back(',');
-    first = false;
-    AppendDouble(v, out);
-  }
-  out->push_back(']');
-}
-
-// The record (filtered) and the history of its shown layers.
-void AppendRecordAndHistory(const v1::Snapshot& snapshot, const LayerFilter& filter,
-                            std::string* out) {
-  const TraceRecord record = ApplyFilter(FromProto(snapshot.record()), filter);
-  absl::flat_hash_set<std::string> shown;
-  for (const LayerTrace& layer : record.layers) shown.insert(layer.full_name);
-  out->append(",\"record\":");
-  std::string json = TraceToJson(record, JsonStyle{.indent = 0});
-  while (!json.empty() && (json.back() == '\n' || json.back() == ' ')) json.pop_back();
-  out->append(json);
-  out->append(",\"history\":[");
-  bool first = true;
-  for (const v1::LayerHistory& h : snapshot.history()) {
-    if (!filter.empty() && !shown.contains(h.full_name())) continue;
-    if (!first) out->push_back(',');
-    first = false;
-    out->append("{\"full_name\":");
-    AppendString(h.full_name(), out);
-    out->append(",\"steps\":[");
-    for (int i = 0; i < h.steps_size(); ++i) {
-      absl::StrAppend(out, i > 0 ? "," : "", h.steps(i));
-    }
-    out->append("],\"latency_ms\":");
-    AppendDoubles(h.latency_ms(), out);
-    out->append(",\"output_std\":");
-    AppendDoubles(h.output_std(), out);
-    out->append(",\"grad_norm\":");
-    AppendDoubles(h.grad_norm(), out);
-    out->append(",\"non_finite\":[");
-    for (int i = 0; i < h.non_finite_size(); ++i) {
-      absl::StrAppend(out, i > 0 ? "," : "", h.non_finite(i) ? "true" : "false");
-    }
-    out->append("]}");
-  }
-  out->push_back(']');
-}
-
-void AppendDetailValue(const DetailValue& value, std::string* out) {
-  if (std::holds_alternative<std::monostate>(value)) {
-    out->append("null");
-  } else if (const bool* b = std::get_if<bool>(&value)) {
-    out->append(*b ? "true" : "false");
-  } else if (const int64_t* i = std::get_if<int64_t>(&value)) {
-    absl::StrAppend(out, *i);
-  } else if (const double* d = std::get_if<double>(&value)) {
-    AppendDouble(*d, out);
-  } else if (const std::string* s = std::get_if<std::string>(&value)) {
-    AppendString(*s, out);
-  } else if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
-    out->push_back('[');
-    for (size_t k = 0; k < list->size(); ++k) {
-      if (k > 0) out->push_back(',');
-      AppendString((*list)[k], out);
-    }
-    out->push_back(']');
-  }
-}
-
-void AppendAnomaly(const Anomaly& anomaly, std::string* out) {
-  out->append("{\"type\":");
-  AppendString(ToString(anomaly.type), out);
-  out->append(",\"severity\":");
-  AppendString(ToString(anomaly.severity), out);
-  out->append(",\"layer\":");
-  AppendString(anomaly.layer, out);
-  out->append(",\"message\":");
-  AppendString(anomaly.message, out);
-  out->append(",\"details\":{");
-  for (size_t k = 0; k < anomaly.details.size(); ++k) {
-    if (k > 0) out->push_back(',');
-    AppendString(anomaly.details[k].first, out);
-    out->push_back(':');
-    AppendDetailValue(anomaly.details[k].second, out);
-  }
-  out->append("}}");
-}
-
-std::string KindName(const v1::WatchUpdate& update) {
-  switch (update.kind_case()) {
-    case v1::WatchUpdate::kFull:
-      return "full";
-    case v1::WatchUpdate::kDelta:
-      return "delta";
-    case v1::WatchUpdate::kSessionEnded:
-      return "session_ended";
-    case v1::WatchUpdate::kShutdown:
-      return "shutdown";
-    case v1::WatchUpdate::kJob:
-      return "job";
-    case v1::WatchUpdate::KIND_NOT_SET:
-      break;
-  }
-  return "unknown";
-}
 
 bool IsFatal(absl::StatusCode code) {
   switch (code) {
@@ -194,31 +29,12 @@ bool IsFatal(absl::StatusCode code) {
   }
 }
 
-// Cuts `frame` to `rows` - 1 terminal rows (0: unknown; one row stays free so that the cursor
-// never scrolls the screen), the last kept row saying what was left out, cut to `columns`.
-std::string FitRows(const std::string& frame, size_t rows, size_t columns, const Style& style) {
-  if (rows < 3) return frame;
-  std::vector<size_t> starts = {0};
-  for (size_t i = 0; i + 1 < frame.size(); ++i) {
-    if (frame[i] == '\n') starts.push_back(i + 1);
-  }
-  if (starts.size() <= rows - 1) return frame;
-  const size_t keep = rows - 2;
-  std::string out = frame.substr(0, starts[keep]);
-  const std::string more = Paint(absl::StrCat(G(style, "… ", "... "), starts.size() - keep,
-                                              " more lines (narrow the view with --filter or "
-                                              "--type)"),
-                                 Color::kDim, style);
-  absl::StrAppend(&out, TruncateLine(more, columns, style), "\n");
-  return out;
-}
-
 }  // namespace
 
 SessionSummary SummaryFromProto(const v1::SessionInfo& info) {
   SessionSummary s;
   s.session_id = info.session_id();
-  s.state = StateName(info.state());
+  s.state = SessionStateName(info.state());
   s.events = info.events();
   s.dropped_events = info.dropped_events();
   s.rejected_events = info.rejected_events();
@@ -240,62 +56,6 @@ LayerHistoryMap HistoryFromProto(
     series.grad_norm.assign(h.grad_norm().begin(), h.grad_norm().end());
     series.non_finite.assign(h.non_finite().begin(), h.non_finite().end());
   }
-  return out;
-}
-
-std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
-                              const LayerFilter& filter) {
-  std::string out;
-  const bool ended = state.ended().has_value();
-  if (state.has_job()) {
-    const v1::JobSnapshot& job = state.job();
-    absl::StrAppend(&out, "{\"type\":\"job\",\"kind\":\"", KindName(update),
-                    "\",\"sequence\":", update.sequence(),
-                    ",\"newest_event_unix_ns\":", update.newest_event_unix_ns(),
-                    ",\"ended\":", ended ? "true" : "false", ",\"job_id\":");
-    AppendString(job.job_id(), &out);
-    out.append(",\"ranks\":[");
-    for (int i = 0; i < job.ranks_size(); ++i) {
-      if (i > 0) out.push_back(',');
-      out.append("{\"session\":");
-      AppendSession(job.ranks(i).session(), &out);
-      AppendRecordAndHistory(job.ranks(i), filter, &out);
-      out.push_back('}');
-    }
-    out.append("],\"divergences\":[");
-    for (int i = 0; i < job.divergences_size(); ++i) {
-      if (i > 0) out.push_back(',');
-      AppendAnomaly(FromProto(job.divergences(i)), &out);
-    }
-    out.append("]}");
-    return out;
-  }
-  absl::StrAppend(&out, "{\"type\":\"update\",\"kind\":\"", KindName(update),
-                  "\",\"sequence\":", update.sequence(),
-                  ",\"newest_event_unix_ns\":", update.newest_event_unix_ns(),
-                  ",\"ended\":", ended ? "true" : "false", ",\"session\":");
-  if (ended) {
-    AppendSession(*state.ended(), &out);
-  } else if (state.has_snapshot()) {
-    AppendSession(state.snapshot().session(), &out);
-  } else {
-    out.append("null");
-  }
-  if (state.has_snapshot()) {
-    AppendRecordAndHistory(state.snapshot(), filter, &out);
-  } else {
-    out.append(",\"record\":null,\"history\":[]");
-  }
-  out.push_back('}');
-  return out;
-}
-
-std::string WatchStatusToJson(std::string_view status, std::string_view message) {
-  std::string out = "{\"type\":\"status\",\"status\":";
-  AppendString(status, &out);
-  out.append(",\"message\":");
-  AppendString(message, &out);
-  out.push_back('}');
   return out;
 }
 
@@ -411,21 +171,7 @@ void RemoteWatcher::Draw() {
     Emit(writes_ > 0 ? absl::StrCat("\n", frame) : frame);
     return;
   }
-  // Drawn over the previous frame: home, every line cleared to its end, then the rest of the
-  // screen; the whole screen is cleared only before the first frame. No flicker, no scrolling.
-  frame = FitRows(frame, size.rows, size.columns, style);
-  if (!frame.empty() && frame.back() == '\n') frame.pop_back();  // The cursor stays on the frame.
-  std::string text = writes_ == 0 ? absl::StrCat(kHome, kClearScreen) : std::string(kHome);
-  size_t begin = 0;
-  while (begin < frame.size()) {
-    size_t end = frame.find('\n', begin);
-    if (end == std::string::npos) end = frame.size();
-    absl::StrAppend(&text, frame.substr(begin, end - begin), kClearLine);
-    if (end < frame.size()) text.push_back('\n');
-    begin = end + 1;
-  }
-  text.append(kClearBelow);
-  Emit(text);
+  Emit(screen_.Draw(frame, size, style));
 }
 
 RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stream,
@@ -452,7 +198,7 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
       if (options_.json && reconnect) Emit(WatchStatusToJson("connected", status_.text) + "\n");
     }
     ++updates_;
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.clock();
     updated_at_ = now;
     Remember(state);
     if (update.has_full() && update.full().session().state() == v1::SESSION_STATE_LIVE) {
@@ -474,12 +220,13 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
       }
       if (held_back) {
         interrupted = true;
-        SetStatus(StatusLine::Kind::kWaiting,
-                  G(options_.view.style,
-                    "session interrupted: the traced process disconnected — waiting for it to "
-                    "resume…",
-                    "session interrupted: the traced process disconnected - waiting for it to "
-                    "resume..."));
+        SetStatus(
+            StatusLine::Kind::kWaiting,
+            GlyphString(options_.view.style,
+                        "session interrupted: the traced process disconnected — waiting for it to "
+                        "resume…",
+                        "session interrupted: the traced process disconnected - waiting for it to "
+                        "resume..."));
       } else {
         ended_ = true;
         if (aborted) {
@@ -493,8 +240,8 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
     if (update.has_shutdown()) {
       shutdown = true;
       SetStatus(StatusLine::Kind::kWaiting,
-                G(options_.view.style, "daemon is stopping — reconnecting…",
-                  "daemon is stopping - reconnecting..."));
+                GlyphString(options_.view.style, "daemon is stopping — reconnecting…",
+                            "daemon is stopping - reconnecting..."));
     }
     if (!options_.json) {
       Draw();
@@ -527,16 +274,16 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
 absl::Status RemoteWatcher::Run() {
   const absl::Status status = Watch();
   // Leave the cursor below an in-place frame, so what follows (a shell prompt) starts afresh.
-  if (options_.redraw_in_place && writes_ > 0) {
-    *out_ << "\n";
+  if (const std::string leave = screen_.Leave(); !leave.empty()) {
+    *out_ << leave;
     out_->flush();
   }
   return status;
 }
 
 absl::Status RemoteWatcher::Watch() {
-  const absl::Time start = absl::Now();
-  absl::Duration backoff = options_.backoff_initial;
+  const absl::Time start = options_.clock();
+  guest::Backoff backoff({.initial = options_.backoff_initial, .max = options_.backoff_max});
   bool connected_once = false;
   SetStatus(StatusLine::Kind::kWaiting, absl::StrCat("connecting to ", options_.address));
   while (true) {
@@ -564,18 +311,17 @@ absl::Status RemoteWatcher::Watch() {
                                                        error.message()));
       case StreamEnd::kInterrupted:
         // Ask again after a while (the backoff keeps growing: the agent needs seconds).
-        if (!Sleep(backoff)) return absl::OkStatus();
-        backoff = std::min(backoff * 2, options_.backoff_max);
+        if (!Sleep(backoff.Next())) return absl::OkStatus();
         continue;
       case StreamEnd::kRetry:
         break;
     }
     if (got_update) {
       connected_once = true;
-      backoff = options_.backoff_initial;
+      backoff.Reset();
     }
     if (!connected_once) {
-      if (absl::Now() - start >= options_.connect_timeout) {
+      if (options_.clock() - start >= options_.connect_timeout) {
         const std::string what = options_.job_id.empty()
                                      ? absl::StrCat("session '", options_.session, "'")
                                      : absl::StrCat("job '", options_.job_id, "'");
@@ -593,8 +339,8 @@ absl::Status RemoteWatcher::Watch() {
       // have said it already).
       if (status_.kind != StatusLine::Kind::kWaiting) {
         SetStatus(StatusLine::Kind::kWaiting,
-                  G(options_.view.style, "daemon went away — reconnecting…",
-                    "daemon went away - reconnecting..."));
+                  GlyphString(options_.view.style, "daemon went away — reconnecting…",
+                              "daemon went away - reconnecting..."));
       }
       if (options_.json) {
         Emit(WatchStatusToJson("reconnecting", error.ToString()) + "\n");
@@ -602,8 +348,7 @@ absl::Status RemoteWatcher::Watch() {
         Draw();
       }
     }
-    if (!Sleep(backoff)) return absl::OkStatus();
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    if (!Sleep(backoff.Next())) return absl::OkStatus();
   }
 }
 
@@ -624,12 +369,6 @@ absl::Status RunRemoteWatch(RemoteWatcher* watcher, const Waiter& wait) {
   }
   reader.join();
   return stopped ? absl::OkStatus() : result;
-}
-
-TerminalSize QueryTerminalSize(int fd) {
-  winsize ws{};
-  if (ioctl(fd, TIOCGWINSZ, &ws) != 0) return TerminalSize{};
-  return TerminalSize{.columns = ws.ws_col, .rows = ws.ws_row};
 }
 
 bool LooksLikeServiceAddress(std::string_view word) {

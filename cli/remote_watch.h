@@ -35,6 +35,9 @@
 // then reported; Unauthenticated, PermissionDenied, InvalidArgument and Unimplemented end the
 // watch at once, at any time.
 //
+// The JSON documents are written by cli/json_output.h, the in-place redraw by cli/terminal.h; this
+// file is the driver: subscribing, following the stream, reconnecting (guest::Backoff), ending.
+//
 // Threading: Run() blocks its thread (reads the stream, renders, writes to `out`); Stop() may be
 // called from any other thread. RunRemoteWatch wires the two to a Waiter (signals).
 #ifndef TRACETORCH_CLI_REMOTE_WATCH_H_
@@ -55,6 +58,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cli/live_view.h"
+#include "cli/terminal.h"
 #include "cli/watch.h"
 #include "protocol/watch_state.h"
 #include "service_client/watch_stream.h"
@@ -65,12 +69,6 @@ namespace tracetorch::cli {
 // Opens a Watch stream (TraceServiceClient::Watch, or a fake in tests). Never null.
 using WatchOpener =
     std::function<std::unique_ptr<service_client::WatchStream>(const v1::WatchRequest& request)>;
-
-// Terminal size in columns and rows; 0 when unknown.
-struct TerminalSize {
-  size_t columns = 0;
-  size_t rows = 0;
-};
 
 struct RemoteWatchOptions {
   std::string address;  // Shown in the status line ("connected to ADDR").
@@ -88,18 +86,17 @@ struct RemoteWatchOptions {
   // it the end: its agent may resume it (after a daemon restart, the restarted daemon reports it
   // aborted until the agent reconnects).
   absl::Duration resume_wait = absl::Seconds(10);
+  // Between attempts to subscribe (guest::Backoff: doubling, jittered), from backoff_initial
+  // again after every connection that delivered an update.
   absl::Duration backoff_initial = absl::Milliseconds(100);
   absl::Duration backoff_max = absl::Seconds(2);
+  // What connect_timeout, resume_wait and the "last at" time are measured with.
+  Clock clock = [] { return absl::Now(); };
 };
 
 // Converts what the daemon sends into the renderer's data (live_view.h).
 SessionSummary SummaryFromProto(const v1::SessionInfo& info);
 LayerHistoryMap HistoryFromProto(const google::protobuf::RepeatedPtrField<v1::LayerHistory>& h);
-
-// The JSON documents of the file comment, one line each (no trailing newline).
-std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
-                              const LayerFilter& filter);
-std::string WatchStatusToJson(std::string_view status, std::string_view message);
 
 class RemoteWatcher {
  public:
@@ -152,11 +149,9 @@ class RemoteWatcher {
   bool saw_live_ = false;                    // The session was seen live in this watch.
   std::optional<absl::Time> aborted_since_;  // First seen aborted (see resume_wait).
   std::string last_frame_;
+  InPlaceScreen screen_;
   int writes_ = 0;
 };
-
-// The size of the terminal on `fd` (TIOCGWINSZ); zeros when `fd` is not a terminal.
-TerminalSize QueryTerminalSize(int fd);
 
 // `tracetorch watch --remote [ADDR] [SESSION|latest]` and `watch --job JOB` as CLI11 parsed them.
 // `--remote` takes an optional value, so CLI11 gives it the first word after it: that word is the

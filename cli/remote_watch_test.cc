@@ -22,13 +22,34 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
+// The watch's clock in tests: moves only when told to.
+class FakeClock {
+ public:
+  absl::Time Now() {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1767225600);
+};
+
 // A scripted stream: its updates, then (optionally after blocking until Cancel) `finish`.
+// `blocked` (if set) is notified when the stream first blocks at its end: the watcher has read
+// and drawn everything before it.
 class FakeStream : public service_client::WatchStream {
  public:
-  FakeStream(std::vector<v1::WatchUpdate> updates, absl::Status finish, bool block_at_end)
+  FakeStream(std::vector<v1::WatchUpdate> updates, absl::Status finish, bool block_at_end,
+             absl::Notification* blocked)
       : updates_(updates.begin(), updates.end()),
         finish_(std::move(finish)),
-        block_at_end_(block_at_end) {}
+        block_at_end_(block_at_end),
+        blocked_(blocked) {}
 
   bool Read(v1::WatchUpdate* update) override {
     absl::MutexLock lock(&mu_);
@@ -37,7 +58,10 @@ class FakeStream : public service_client::WatchStream {
       updates_.pop_front();
       return true;
     }
-    if (block_at_end_) mu_.Await(absl::Condition(&cancelled_));
+    if (block_at_end_) {
+      if (blocked_ != nullptr && !blocked_->HasBeenNotified()) blocked_->Notify();
+      mu_.Await(absl::Condition(&cancelled_));
+    }
     return false;
   }
   absl::Status Finish() override {
@@ -54,13 +78,18 @@ class FakeStream : public service_client::WatchStream {
   std::deque<v1::WatchUpdate> updates_ ABSL_GUARDED_BY(mu_);
   const absl::Status finish_;
   const bool block_at_end_;
+  absl::Notification* const blocked_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Hands out scripted streams in order (the last one again when they run out) and records the
-// requests.
+// requests. With a clock, each stream opened moves it on by `per_open` (time the watch spends
+// per attempt).
 class FakeDaemon {
  public:
+  FakeDaemon() = default;
+  FakeDaemon(FakeClock* clock, absl::Duration per_open) : clock_(clock), per_open_(per_open) {}
+
   void Add(std::vector<v1::WatchUpdate> updates, absl::Status finish = absl::OkStatus(),
            bool block_at_end = false) {
     absl::MutexLock lock(&mu_);
@@ -68,13 +97,17 @@ class FakeDaemon {
   }
   WatchOpener Opener() {
     return [this](const v1::WatchRequest& request) -> std::unique_ptr<service_client::WatchStream> {
+      if (clock_ != nullptr) clock_->Advance(per_open_);
       absl::MutexLock lock(&mu_);
       requests_.push_back(request);
       Script script = scripts_.front();
       if (scripts_.size() > 1) scripts_.pop_front();
-      return std::make_unique<FakeStream>(script.updates, script.finish, script.block_at_end);
+      return std::make_unique<FakeStream>(script.updates, script.finish, script.block_at_end,
+                                          &blocked_);
     };
   }
+  // Notified when a stream blocks at its end (see FakeStream).
+  absl::Notification& blocked() { return blocked_; }
   std::vector<v1::WatchRequest> requests() {
     absl::MutexLock lock(&mu_);
     return requests_;
@@ -86,6 +119,9 @@ class FakeDaemon {
     absl::Status finish;
     bool block_at_end;
   };
+  FakeClock* const clock_ = nullptr;
+  const absl::Duration per_open_ = absl::ZeroDuration();
+  absl::Notification blocked_;
   absl::Mutex mu_;
   std::deque<Script> scripts_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::WatchRequest> requests_ ABSL_GUARDED_BY(mu_);
@@ -197,7 +233,8 @@ TEST(RemoteWatcher, PipedFramesThenFinalStateAtSessionEnd) {
 }
 
 TEST(RemoteWatcher, AbortedSessionNotResumedEndsOkAfterTheResumeWait) {
-  FakeDaemon daemon;
+  FakeClock clock;
+  FakeDaemon daemon(&clock, absl::Milliseconds(25));
   daemon.Add({Full(1, "s-1", 10), Ended(2, "s-1", v1::SESSION_STATE_ABORTED)});
   // Asked again, the daemon still has it aborted (its final full says so).
   v1::WatchUpdate still_aborted = Full(1, "s-1", 10);
@@ -206,12 +243,12 @@ TEST(RemoteWatcher, AbortedSessionNotResumedEndsOkAfterTheResumeWait) {
   std::ostringstream out;
   RemoteWatchOptions options = Options();
   options.resume_wait = absl::Milliseconds(60);
+  options.clock = [&clock] { return clock.Now(); };
   RemoteWatcher watcher(daemon.Opener(), options, &out);
-  const absl::Time start = absl::Now();
   ASSERT_TRUE(watcher.Run().ok());
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(60));
-  EXPECT_GE(daemon.requests().size(), 2u);  // Asked again while it might resume.
+  // Seen aborted at 25 ms, asked again at 50 and 75 ms (within the 60 ms), given up at 100 ms.
   const std::vector<v1::WatchRequest> requests = daemon.requests();
+  EXPECT_EQ(requests.size(), 4u);
   for (size_t i = 1; i < requests.size(); ++i) {
     EXPECT_EQ(requests[i].session().session_id(), "s-1");  // The resolved id, not "latest".
   }
@@ -244,10 +281,8 @@ TEST(RemoteWatcher, SessionAlreadyAbortedEndsAtOnce) {
   daemon.Add({full, Ended(2, "s-1", v1::SESSION_STATE_ABORTED)});
   std::ostringstream out;
   RemoteWatcher watcher(daemon.Opener(), Options(), &out);  // resume_wait: 10 s.
-  const absl::Time start = absl::Now();
   ASSERT_TRUE(watcher.Run().ok());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_EQ(daemon.requests().size(), 1u);
+  EXPECT_EQ(daemon.requests().size(), 1u);  // Never seen live: no resume to wait for.
   EXPECT_THAT(out.str(), HasSubstr("session aborted"));
 }
 
@@ -291,20 +326,20 @@ TEST(RemoteWatcher, ShutdownUpdateSaysTheDaemonIsStopping) {
 }
 
 TEST(RemoteWatcher, UnknownSessionAtStartIsNotFoundAfterTheWait) {
-  FakeDaemon daemon;
+  FakeClock clock;
+  FakeDaemon daemon(&clock, absl::Milliseconds(100));
   daemon.Add({}, absl::NotFoundError("no session 'nope'"));
   std::ostringstream out;
-  RemoteWatchOptions options = Options();
+  RemoteWatchOptions options = Options();  // connect_timeout: 300 ms.
   options.session = "nope";
+  options.clock = [&clock] { return clock.Now(); };
   RemoteWatcher watcher(daemon.Opener(), options, &out);
-  const absl::Time start = absl::Now();
   const absl::Status status = watcher.Run();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(status.message(),
             "unknown session 'nope' on tracetorchd at unix:/tmp/rpc.sock (see 'tracetorch "
             "sessions')");
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
-  EXPECT_GT(daemon.requests().size(), 1u);  // Retried within the wait.
+  EXPECT_EQ(daemon.requests().size(), 3u);  // Retried until 300 ms had passed, not longer.
   EXPECT_EQ(out.str(), "");                 // Nothing drawn: only the error line.
 }
 
@@ -470,16 +505,14 @@ TEST(RunRemoteWatch, StopWhileReadingEndsOk) {
   daemon.Add({Full(1, "s-1", 10)}, absl::OkStatus(), /*block_at_end=*/true);
   std::ostringstream out;
   RemoteWatcher watcher(daemon.Opener(), Options(), &out);
-  int waits = 0;
-  const absl::Time start = absl::Now();
-  // Like SIGINT arriving: the waiter reports a stop on its third slice.
-  const absl::Status status = RunRemoteWatch(&watcher, [&waits](absl::Duration d) {
-    absl::SleepFor(std::min(d, absl::Milliseconds(20)));
-    return ++waits < 3;
+  // Like SIGINT arriving while the watcher waits for the next update: the stream has nothing
+  // more and blocks until cancelled, so Run() returns only if the stop cancels it.
+  const absl::Status status = RunRemoteWatch(&watcher, [&daemon](absl::Duration d) {
+    return !daemon.blocked().WaitForNotificationWithTimeout(d);
   });
   EXPECT_TRUE(status.ok()) << status;
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_THAT(out.str(), HasSubstr("connected to"));
+  EXPECT_EQ(daemon.requests().size(), 1u);  // Stopped, not reconnected.
 }
 
 TEST(RunRemoteWatch, ReturnsTheWatchersError) {

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/labels.h"
 #include "cli/tree.h"
 #include "trace/format.h"
 
@@ -18,30 +19,6 @@ namespace {
 
 std::string Separator(const Style& style) {
   return absl::StrCat(" ", Paint(Glyph(style, "│", "|"), Color::kDim, style), " ");
-}
-
-Color SeverityColor(AnomalySeverity severity) {
-  switch (severity) {
-    case AnomalySeverity::kCritical:
-      return Color::kRed;
-    case AnomalySeverity::kWarning:
-      return Color::kYellow;
-    case AnomalySeverity::kInfo:
-      return Color::kBlue;
-  }
-  return Color::kBlue;
-}
-
-std::string_view SeveritySymbol(AnomalySeverity severity) {
-  switch (severity) {
-    case AnomalySeverity::kCritical:
-      return "✗";
-    case AnomalySeverity::kWarning:
-      return "⚠";
-    case AnomalySeverity::kInfo:
-      return "ℹ";
-  }
-  return "?";
 }
 
 AnomalySeverity ToAnomalySeverity(DiffSeverity severity) {
@@ -62,13 +39,6 @@ std::string SeverityCell(AnomalySeverity severity, const Style& style) {
   if (!style.unicode) return Paint(name, SeverityColor(severity), style);
   return Paint(absl::StrCat(std::string(SeveritySymbol(severity)), " ", std::string(name)),
                SeverityColor(severity), style);
-}
-
-// The per-layer status mark: ✓ / [ok] when `worst` is null.
-std::string Mark(const AnomalySeverity* worst, const Style& style) {
-  if (worst == nullptr) return Paint(Glyph(style, "✓", "[ok]"), Color::kGreen, style);
-  if (style.unicode) return Paint(SeveritySymbol(*worst), SeverityColor(*worst), style);
-  return Paint(absl::StrCat("[", std::string(ToString(*worst)), "]"), SeverityColor(*worst), style);
 }
 
 std::optional<AnomalySeverity> WorstFor(std::string_view layer,
@@ -96,22 +66,8 @@ std::optional<std::string> LatencyText(const LayerTrace& layer) {
   return absl::StrCat("Latency: ", FormatMs(*latency));
 }
 
-// Worst severity per layer, computed once for a whole tree.
-using WorstMap = absl::flat_hash_map<std::string, AnomalySeverity>;
-
-WorstMap BuildWorstMap(const std::vector<Anomaly>& anomalies) {
-  WorstMap worst;
-  for (const Anomaly& anomaly : anomalies) {
-    auto [it, inserted] = worst.emplace(anomaly.layer, anomaly.severity);
-    if (!inserted && static_cast<int>(anomaly.severity) > static_cast<int>(it->second)) {
-      it->second = anomaly.severity;
-    }
-  }
-  return worst;
-}
-
 std::string LayerLine(const LayerTrace& layer, std::string_view display_name,
-                      const AnomalySeverity* worst, const Style& style) {
+                      std::optional<AnomalySeverity> worst, const Style& style) {
   std::vector<std::string> parts;
   std::string head = Paint(Sanitize(display_name), Color::kBold, style);
   if (!layer.type.empty()) {
@@ -134,11 +90,12 @@ std::string LayerLine(const LayerTrace& layer, std::string_view display_name,
       parts.push_back(absl::StrCat("std: ", FormatFixed(*output.stats->std, 2)));
     }
   }
-  return absl::StrCat(absl::StrJoin(parts, Separator(style)), " ", Mark(worst, style));
+  return absl::StrCat(absl::StrJoin(parts, Separator(style)), " ", SeverityMark(worst, style));
 }
 
 void AppendTree(const std::vector<LayerTreeNode>& nodes, const std::string& prefix,
-                const WorstMap& worst, const Style& style, std::string* out) {
+                const absl::flat_hash_map<std::string, AnomalySeverity>& worst, const Style& style,
+                std::string* out) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const LayerTreeNode& node = nodes[i];
     const bool last = i + 1 == nodes.size();
@@ -149,7 +106,8 @@ void AppendTree(const std::vector<LayerTreeNode>& nodes, const std::string& pref
       absl::StrAppend(out, Paint(Sanitize(node.name), Color::kDim, style), "\n");
     } else {
       auto it = worst.find(node.layer->full_name);
-      const AnomalySeverity* severity = it == worst.end() ? nullptr : &it->second;
+      const std::optional<AnomalySeverity> severity =
+          it == worst.end() ? std::nullopt : std::optional<AnomalySeverity>(it->second);
       absl::StrAppend(out, LayerLine(*node.layer, node.name, severity, style), "\n");
     }
     const std::string child_prefix = absl::StrCat(
@@ -195,8 +153,7 @@ std::string RenderModelPanel(const TraceRecord& record, const Style& style,
 
 std::string RenderLayerLine(const LayerTrace& layer, std::string_view display_name,
                             const std::vector<Anomaly>& anomalies, const Style& style) {
-  const std::optional<AnomalySeverity> worst = WorstFor(layer.full_name, anomalies);
-  return LayerLine(layer, display_name, worst.has_value() ? &*worst : nullptr, style);
+  return LayerLine(layer, display_name, WorstFor(layer.full_name, anomalies), style);
 }
 
 std::string RenderLayerTree(const TraceRecord& record, const Style& style) {
@@ -205,7 +162,7 @@ std::string RenderLayerTree(const TraceRecord& record, const Style& style) {
     absl::StrAppend(&out, "(no layers)\n");
     return out;
   }
-  AppendTree(BuildLayerTree(record.layers), "", BuildWorstMap(record.warnings), style, &out);
+  AppendTree(BuildLayerTree(record.layers), "", WorstSeverityByLayer(record.warnings), style, &out);
   return out;
 }
 

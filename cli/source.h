@@ -1,5 +1,7 @@
-// Where the CLI gets traces from. Today: files. Later: a daemon (sessions, snapshots, live
-// updates), behind the same TraceSource interface so `watch` and the renderers do not change.
+// Trace files for the CLI: loading one with a one-line error (inspect, summary, diff, and the
+// uploads of diff --remote and baseline set), and the TraceSource that `watch FILE` polls. A
+// daemon session is not a TraceSource: `watch --remote` follows its Watch stream
+// (remote_watch.h), and both feed the same renderers.
 #ifndef TRACETORCH_CLI_SOURCE_H_
 #define TRACETORCH_CLI_SOURCE_H_
 

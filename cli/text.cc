@@ -29,6 +29,40 @@ std::string_view ColorCode(Color color) {
   return "";
 }
 
+// What a terminal makes of the bytes at text[i]: an escape sequence takes no column; one code point
+// (a lead byte and its continuation bytes) or one invalid byte takes one.
+struct TextUnit {
+  size_t bytes;
+  size_t columns;
+};
+
+TextUnit NextTextUnit(std::string_view text, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(text[i]);
+  size_t j = i + 1;
+  if (c == 0x1b) {
+    if (j < text.size() && text[j] == '[') {
+      // CSI: parameters and intermediates, then one final byte in 0x40..0x7e.
+      ++j;
+      while (j < text.size() && !(text[j] >= 0x40 && text[j] <= 0x7e)) ++j;
+      if (j < text.size()) ++j;
+    }
+    return {j - i, 0};
+  }
+  size_t length = 1;  // What the lead byte announces.
+  if (c >= 0xf0 && c < 0xf8) {
+    length = 4;
+  } else if (c >= 0xe0 && c < 0xf0) {
+    length = 3;
+  } else if (c >= 0xc0 && c < 0xe0) {
+    length = 2;
+  }
+  while (j < text.size() && j - i < length &&
+         (static_cast<unsigned char>(text[j]) & 0xc0) == 0x80) {
+    ++j;
+  }
+  return {j - i, 1};
+}
+
 std::string Repeat(std::string_view unit, size_t count) {
   std::string out;
   out.reserve(unit.size() * count);
@@ -60,18 +94,42 @@ std::string Paint(std::string_view text, Color color, const Style& style) {
 
 size_t DisplayWidth(std::string_view text) {
   size_t width = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == 0x1b && i + 1 < text.size() && text[i + 1] == '[') {
-      // CSI sequence: parameters and intermediates, then one final byte in 0x40..0x7e.
-      i += 2;
-      while (i < text.size() && !(text[i] >= 0x40 && text[i] <= 0x7e)) ++i;
-      continue;
-    }
-    if ((c & 0xC0) == 0x80) continue;  // UTF-8 continuation byte.
-    ++width;
+  for (size_t i = 0; i < text.size();) {
+    const TextUnit unit = NextTextUnit(text, i);
+    width += unit.columns;
+    i += unit.bytes;
   }
   return width;
+}
+
+std::string TruncateLine(std::string_view line, size_t width, const Style& style) {
+  if (width == 0 || DisplayWidth(line) <= width) return std::string(line);
+  std::string out;
+  size_t columns = 0;
+  for (size_t i = 0; i < line.size();) {
+    const TextUnit unit = NextTextUnit(line, i);
+    if (unit.columns > 0 && columns + unit.columns >= width) break;  // The last one: the ellipsis.
+    out.append(line.substr(i, unit.bytes));
+    columns += unit.columns;
+    i += unit.bytes;
+  }
+  out.append(Glyph(style, "…", ">"));
+  if (style.color) out.append(kReset);
+  return out;
+}
+
+std::string TruncateLines(std::string_view text, size_t width, const Style& style) {
+  if (width == 0) return std::string(text);
+  std::string out;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = text.find('\n', begin);
+    out.append(TruncateLine(text.substr(begin, end - begin), width, style));
+    if (end == std::string_view::npos) break;
+    out.push_back('\n');
+    begin = end + 1;
+  }
+  return out;
 }
 
 std::string PadRight(std::string_view text, size_t width) {

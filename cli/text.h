@@ -5,8 +5,10 @@
 //  - rich  (Style::Rich): ANSI colours, Unicode box drawing and symbols (✓ ⚠ ✗). For a terminal.
 //  - plain (Style::Plain): ASCII only (`|`, `+--`, `\--`), no escape codes. For pipes, files,
 //  NO_COLOR.
-// Widths are measured in display columns: each UTF-8 code point counts as one column and ANSI
-// escape sequences count as zero, so a cell holding "⚠ warning" is 9 columns wide.
+// Widths are measured in display columns: each UTF-8 code point (and each byte that is not valid
+// UTF-8) counts as one column and an escape sequence (ESC, or a CSI sequence "ESC [ ... final
+// byte") as zero, so a cell holding "⚠ warning" is 9 columns wide. DisplayWidth, PadRight and
+// TruncateLine share the one reading of escape sequences.
 //
 // Thread-compatible; no shared state.
 #ifndef TRACETORCH_CLI_TEXT_H_
@@ -38,9 +40,21 @@ std::string Paint(std::string_view text, Color color, const Style& style);
 inline std::string_view Glyph(const Style& style, std::string_view rich, std::string_view plain) {
   return style.unicode ? rich : plain;
 }
+// Glyph() as a std::string, for absl::StrCat (which takes absl::string_view, not
+// std::string_view, in Debian's Abseil).
+inline std::string GlyphString(const Style& style, std::string_view rich, std::string_view plain) {
+  return std::string(Glyph(style, rich, plain));
+}
 
-// Display columns of `text` (see the file comment). Invalid UTF-8 bytes count one column each.
+// Display columns of `text` (see the file comment).
 size_t DisplayWidth(std::string_view text);
+
+// Cuts `line` (one line, no newline; may hold escape codes, which are kept) to `width` display
+// columns, the last one an ellipsis ("…", or ">" in ASCII) when something was cut; a colour reset
+// follows a cut in colour style. Unchanged when it fits or `width` is 0.
+std::string TruncateLine(std::string_view line, size_t width, const Style& style);
+// TruncateLine on every line of `text`.
+std::string TruncateLines(std::string_view text, size_t width, const Style& style);
 
 // `text` followed by spaces up to `width` display columns (unchanged if already that wide).
 std::string PadRight(std::string_view text, size_t width);

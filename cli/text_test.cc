@@ -8,6 +8,8 @@
 namespace tracetorch::cli {
 namespace {
 
+using ::testing::StartsWith;
+
 TEST(DisplayWidth, CountsCodePointsAndSkipsEscapes) {
   EXPECT_EQ(DisplayWidth(""), 0u);
   EXPECT_EQ(DisplayWidth("abc"), 3u);
@@ -15,6 +17,53 @@ TEST(DisplayWidth, CountsCodePointsAndSkipsEscapes) {
   EXPECT_EQ(DisplayWidth("⚠ warning"), 9u);
   EXPECT_EQ(DisplayWidth("\x1b[31mred\x1b[0m"), 3u);
   EXPECT_EQ(DisplayWidth("\x1b[1;33mx"), 1u);
+}
+
+TEST(DisplayWidth, InvalidBytesTakeOneColumnEach) {
+  EXPECT_EQ(DisplayWidth("\x80\x80"), 2u);  // Stray continuation bytes.
+  EXPECT_EQ(DisplayWidth("\xe2\x94"), 1u);  // A cut-off code point.
+  EXPECT_EQ(DisplayWidth("\xe2x"), 2u);     // A lead byte without its continuation.
+  EXPECT_EQ(DisplayWidth("a\x1b[31"), 1u);  // An unfinished CSI sequence.
+  EXPECT_EQ(DisplayWidth("\x1b"
+                         "7a"),
+            2u);  // ESC alone takes no column.
+}
+
+TEST(TruncateLine, CutsToWidthWithAnEllipsis) {
+  EXPECT_EQ(TruncateLine("abcdefgh", 5, Style::Plain()), "abcd>");
+  EXPECT_EQ(TruncateLine("abcde", 5, Style::Plain()), "abcde");
+  EXPECT_EQ(TruncateLine("abcdefgh", 0, Style::Plain()), "abcdefgh");
+  EXPECT_EQ(TruncateLine("├── ▁▂▃▄▅", 6, Style{.color = false, .unicode = true}), "├── ▁…");
+}
+
+TEST(TruncateLine, EscapeCodesTakeNoColumnsAndAreClosed) {
+  const Style rich = Style::Rich();
+  const std::string line = Paint("abcdef", Color::kRed, rich) + "ghij";
+  const std::string cut = TruncateLine(line, 8, rich);
+  EXPECT_EQ(DisplayWidth(cut), 8u);
+  EXPECT_THAT(cut, StartsWith("\x1b[31mabcdef\x1b[0mg…"));
+  EXPECT_THAT(cut, testing::EndsWith("\x1b[0m"));
+}
+
+TEST(TruncateLines, EveryLineFits) {
+  EXPECT_EQ(TruncateLines("abcdef\n\nxy\n", 3, Style::Plain()), "ab>\n\nxy\n");
+}
+
+TEST(TruncateLine, ReadsEscapesAndCodePointsLikeDisplayWidth) {
+  const Style plain = Style::Plain();
+  // Whatever DisplayWidth counts, TruncateLine cuts to: the two never disagree.
+  for (const std::string line : {"\x80\x80\x80\x80\x80", "\xe2x\xe2x\xe2x",
+                                 "ab\x1b"
+                                 "7cdefg",
+                                 "\x1b[1;33m├── ▁▂▃▄▅\x1b[0m"}) {
+    for (size_t width = 1; width < 8; ++width) {
+      const std::string cut = TruncateLine(line, width, plain);
+      EXPECT_LE(DisplayWidth(cut), width) << line << " " << width;
+      if (DisplayWidth(line) > width) {
+        EXPECT_EQ(DisplayWidth(cut), width) << line << " " << width;
+      }
+    }
+  }
 }
 
 TEST(PadRight, PadsByDisplayWidth) {

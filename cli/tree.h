@@ -1,4 +1,5 @@
-// Nesting of a trace's layers by module path, for the layer tree of `tracetorch inspect`.
+// Nesting of a trace's layers by module path, for the layer trees of `tracetorch inspect`
+// (render.h) and of the live views (live_view.h).
 //
 // A layer is placed under its parent by full_name ("blocks.0.fc" under "blocks.0" under "blocks"),
 // whatever order the layers were recorded in: the Python library records children before their

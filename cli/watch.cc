@@ -4,11 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "cli/terminal.h"
 
 namespace tracetorch::cli {
 namespace {
 
-constexpr char kClearScreen[] = "\x1b[H\x1b[2J";
+// A file watch redraws the whole screen: home, then clear it.
+std::string HomeAndClear() { return absl::StrCat(kCursorHome, kClearScreen); }
 
 }  // namespace
 
@@ -62,7 +64,7 @@ std::string Watcher::Header() const {
 
 void Watcher::WriteFrame() {
   std::string text;
-  if (options_.redraw_in_place) text.append(kClearScreen);
+  if (options_.redraw_in_place) text.append(HomeAndClear());
   absl::StrAppend(&text, Header(), "\n\n", *body_);
   Emit(text);
 }
@@ -72,7 +74,7 @@ void Watcher::WriteNotice() {
   if (!body_.has_value()) {
     // Nothing good to show yet: the notice is the whole frame.
     std::string text;
-    if (options_.redraw_in_place) text.append(kClearScreen);
+    if (options_.redraw_in_place) text.append(HomeAndClear());
     absl::StrAppend(&text, Sanitize(notice_), "\n");
     Emit(text);
     return;
@@ -81,7 +83,7 @@ void Watcher::WriteNotice() {
       absl::StrCat(Paint(Glyph(style, "⚠ ", "notice: "), Color::kYellow, style), Sanitize(notice_),
                    " (showing the last good version)\n");
   if (options_.redraw_in_place) {
-    Emit(absl::StrCat(kClearScreen, Header(), "\n\n", *body_, "\n", line));
+    Emit(absl::StrCat(HomeAndClear(), Header(), "\n\n", *body_, "\n", line));
   } else {
     Emit(line);
   }

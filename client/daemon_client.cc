@@ -1,18 +1,11 @@
 #include "client/daemon_client.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -26,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/frame_socket.h"
 #include "guest/backoff.h"
 #include "protocol/address.h"
 #include "protocol/wire.h"
@@ -39,18 +33,10 @@ namespace wire = protocol::wire;
 
 namespace {
 
+// How long Close() lets the sender finish a write it is in before aborting it (FrameSocket's
+// waits check the abort flag this often).
 constexpr absl::Duration kPollSlice = absl::Milliseconds(50);
 constexpr size_t kLayersPerTableFrame = 4096;
-
-std::string ErrnoText(absl::string_view what, int err) {
-  return absl::StrCat(what, ": ", std::strerror(err));
-}
-
-int PollTimeoutMs(absl::Time deadline) {
-  absl::Duration left = std::min(deadline - absl::Now(), kPollSlice);
-  if (left < absl::ZeroDuration()) return 0;
-  return static_cast<int>(absl::ToInt64Milliseconds(left)) + 1;
-}
 
 }  // namespace
 
@@ -219,7 +205,7 @@ class DaemonClient::Impl {
       return false;
     }
 
-    if (fd_ < 0) {
+    if (!socket_.has_value()) {
       absl::Status s =
           Connect(closing ? std::min(deadline, absl::Now() + options_.handshake_timeout)
                           : absl::Now() + options_.handshake_timeout);
@@ -267,7 +253,7 @@ class DaemonClient::Impl {
     if (!send_layers_.empty() || had_events || send_nan_origin_.has_value()) {
       SendTaken(write_deadline);
       *last_write = absl::Now();
-    } else if (fd_ >= 0 && absl::Now() - *last_write >= options_.heartbeat_interval) {
+    } else if (socket_.has_value() && absl::Now() - *last_write >= options_.heartbeat_interval) {
       out_.clear();
       uint64_t dropped;
       {
@@ -275,10 +261,12 @@ class DaemonClient::Impl {
         dropped = stats_.dropped_events;
       }
       wire::AppendHeartbeatFrame(absl::GetCurrentTimeNanos(), dropped, &out_);
-      if (absl::Status s = WriteAll(out_, write_deadline); !s.ok()) Disconnect(s.message());
+      if (absl::Status s = socket_->WriteAll(out_, write_deadline); !s.ok()) {
+        Disconnect(s.message());
+      }
       *last_write = absl::Now();
     }
-    if (fd_ >= 0) ReadIncoming();
+    if (socket_.has_value()) ReadIncoming();
 
     if (closing) {
       bool empty;
@@ -286,7 +274,7 @@ class DaemonClient::Impl {
         absl::MutexLock lock(&mu_);
         empty = forward_.empty() && backward_.empty() && layers_sent_ == layers_.size();
       }
-      if (empty && fd_ >= 0) {
+      if (empty && socket_.has_value()) {
         FinishClose(/*end_sent=*/SendEnd(deadline));
         return false;
       }
@@ -334,8 +322,8 @@ class DaemonClient::Impl {
     send_forward_.clear();
     send_backward_.clear();
 
-    absl::Status s = fd_ >= 0 ? WriteAll(out_, deadline)
-                              : absl::UnavailableError("not connected to tracetorchd");
+    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline)
+                                         : absl::UnavailableError("not connected to tracetorchd");
     {
       absl::MutexLock lock(&mu_);
       finished_ += events;
@@ -362,12 +350,12 @@ class DaemonClient::Impl {
       hook_errors = hook_errors_;
     }
     wire::AppendEndFrame(total, dropped, hook_errors, &out_);
-    absl::Status s = WriteAll(out_, deadline);
+    absl::Status s = socket_->WriteAll(out_, deadline);
     if (!s.ok()) {
       Disconnect(s.message());
       return false;
     }
-    shutdown(fd_, SHUT_WR);
+    socket_->ShutdownWrite();
     return true;
   }
 
@@ -392,37 +380,10 @@ class DaemonClient::Impl {
   }
 
   absl::Status Connect(absl::Time deadline) {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return absl::UnavailableError(ErrnoText("socket", errno));
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, socket_path_.data(), socket_path_.size());
-    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-      const int err = errno;
-      if (err != EINPROGRESS && err != EAGAIN) {
-        close(fd);
-        return absl::UnavailableError(
-            ErrnoText(absl::StrCat("connect to tracetorchd at ", socket_path_), err));
-      }
-      pollfd p{fd, POLLOUT, 0};
-      while (poll(&p, 1, PollTimeoutMs(deadline)) == 0) {
-        if (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed)) {
-          close(fd);
-          return absl::UnavailableError(
-              absl::StrCat("connect to tracetorchd at ", socket_path_, ": timed out"));
-        }
-      }
-      int so_error = 0;
-      socklen_t len = sizeof(so_error);
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
-      if (so_error != 0) {
-        close(fd);
-        return absl::UnavailableError(
-            ErrnoText(absl::StrCat("connect to tracetorchd at ", socket_path_), so_error));
-      }
-    }
-    fd_ = fd;
-    inbox_.clear();
+    absl::StatusOr<FrameSocket> socket =
+        FrameSocket::ConnectUnix(socket_path_, deadline, &abort_io_);
+    if (!socket.ok()) return socket.status();
+    socket_ = *std::move(socket);
 
     // Hello and the full layer table, then wait for the Welcome.
     std::vector<LayerDecl> layers;
@@ -444,7 +405,7 @@ class DaemonClient::Impl {
       const size_t n = std::min(kLayersPerTableFrame, layers.size() - i);
       wire::AppendLayerTableFrame(absl::MakeConstSpan(layers).subspan(i, n), &out_);
     }
-    absl::Status s = WriteAll(out_, deadline);
+    absl::Status s = socket_->WriteAll(out_, deadline);
     if (s.ok()) s = AwaitWelcome(deadline);
     if (!s.ok()) {
       CloseSocket();
@@ -478,49 +439,26 @@ class DaemonClient::Impl {
         }
         continue;
       }
-      if (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed)) {
+      if (!socket_->WaitReadable(deadline)) {
         return absl::UnavailableError("tracetorchd did not answer the Hello in time");
       }
-      pollfd p{fd_, POLLIN, 0};
-      poll(&p, 1, PollTimeoutMs(deadline));
     }
   }
 
-  // Reads what is available without blocking; returns the next complete reply, nullopt when none
-  // is complete yet, or an error when the connection ended or sent garbage.
+  // The next complete reply, without waiting; nullopt when none is complete yet; an error when the
+  // connection ended or sent garbage.
   absl::StatusOr<std::optional<wire::DaemonReply>> NextReply() {
-    char buf[4096];
-    while (true) {
-      const ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
-      if (n > 0) {
-        inbox_.append(buf, static_cast<size_t>(n));
-        continue;
-      }
-      if (n == 0) {
-        if (!inbox_.empty() && HasFrame()) break;
-        return absl::UnavailableError("tracetorchd closed the connection");
-      }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return absl::UnavailableError(ErrnoText("recv from tracetorchd", errno));
-    }
-    if (!HasFrame()) return std::optional<wire::DaemonReply>();
-    const uint32_t len = wire::GetFrameHeader(inbox_.data());
-    absl::StatusOr<wire::DaemonReply> reply =
-        wire::ParseDaemonReply(std::string_view(inbox_).substr(wire::kFrameHeaderBytes, len));
-    inbox_.erase(0, wire::kFrameHeaderBytes + len);
+    absl::StatusOr<std::optional<std::string>> frame = socket_->ReadFrame();
+    if (!frame.ok()) return frame.status();
+    if (!frame->has_value()) return std::optional<wire::DaemonReply>();
+    absl::StatusOr<wire::DaemonReply> reply = wire::ParseDaemonReply(**frame);
     if (!reply.ok()) return reply.status();
     return std::optional<wire::DaemonReply>(*std::move(reply));
   }
 
-  bool HasFrame() const {
-    if (inbox_.size() < wire::kFrameHeaderBytes) return false;
-    return inbox_.size() - wire::kFrameHeaderBytes >= wire::GetFrameHeader(inbox_.data());
-  }
-
   // Handles IngestErrors the daemon sent since the handshake.
   void ReadIncoming() {
-    while (fd_ >= 0) {
+    while (socket_.has_value()) {
       absl::StatusOr<std::optional<wire::DaemonReply>> reply = NextReply();
       if (!reply.ok()) {
         Disconnect(reply.status().message());
@@ -541,27 +479,6 @@ class DaemonClient::Impl {
     }
   }
 
-  absl::Status WriteAll(std::string_view data, absl::Time deadline) {
-    while (!data.empty()) {
-      const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        data.remove_prefix(static_cast<size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        if (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed)) {
-          return absl::DeadlineExceededError("write to tracetorchd timed out");
-        }
-        pollfd p{fd_, POLLOUT, 0};
-        poll(&p, 1, PollTimeoutMs(deadline));
-        continue;
-      }
-      return absl::UnavailableError(ErrnoText("write to tracetorchd", errno));
-    }
-    return absl::OkStatus();
-  }
-
   void Disconnect(absl::string_view reason) {
     CloseSocket();
     absl::MutexLock lock(&mu_);
@@ -570,19 +487,15 @@ class DaemonClient::Impl {
     last_error_ = std::string(reason);
   }
 
-  void CloseSocket() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
+  void CloseSocket() { socket_.reset(); }
 
   const DaemonClientOptions options_;
   const std::string socket_path_;
 
   // Owned by the sender thread only.
-  int fd_ = -1;
+  std::optional<FrameSocket> socket_;  // The connection, when there is one.
   uint64_t sequence_ = 0;
-  std::string out_;    // Encoded frames.
-  std::string inbox_;  // Bytes from the daemon not yet parsed.
+  std::string out_;  // Encoded frames.
   std::vector<ForwardEvent> send_forward_;
   std::vector<BackwardEvent> send_backward_;
   std::vector<LayerDecl> send_layers_;

@@ -8,7 +8,8 @@
 // (daemon restarted) it reconnects and re-declares the session (Hello with resume_session_id and
 // the full layer table), so the daemon continues the same trace and counts the gap as dropped
 // events. Close() flushes with a bounded wait and sends End; it never hangs longer than its `wait`
-// plus one poll interval (~50 ms).
+// plus about two poll slices (~100 ms): after `wait` plus one slice it aborts the write in
+// progress, which notices within a slice (client/frame_socket.h does the socket I/O).
 //
 // Fork: after fork() the child's copy is inert. Every method returns at once (Enqueue* return
 // false, Close returns FailedPrecondition) without touching the parent's socket, thread or mutex
@@ -66,7 +67,8 @@ struct DaemonClientStats {
   bool connected = false;
   uint64_t enqueued_events = 0;  // Accepted into the queue.
   uint64_t sent_events = 0;      // Written completely to a daemon connection.
-  uint64_t dropped_events = 0;   // Queue full, lost with a broken connection, or unsent at Close.
+  uint64_t dropped_events = 0;   // Queue full, too large for a frame, lost with a broken
+                                 // connection, or unsent at Close.
   uint64_t batches_sent = 0;
   uint64_t bytes_sent = 0;
   uint64_t connects = 0;  // Successful handshakes (the first one and every resume).
@@ -79,7 +81,8 @@ class DaemonClient {
  public:
   // Validates the options and starts the sender thread, which connects in the background: Create
   // does not wait for the daemon and succeeds when it is absent. InvalidArgument for a malformed
-  // address or a zero queue_capacity / max_batch_events; Internal if the thread cannot start.
+  // address (protocol::ParseDaemonAddress), a zero queue_capacity / max_batch_events or a
+  // max_frame_bytes under 1024; Internal if the thread cannot start.
   static absl::StatusOr<std::unique_ptr<DaemonClient>> Create(DaemonClientOptions options);
 
   // Close(absl::Seconds(1)) unless already closed. In a forked child: leaks the copy, see above.
@@ -101,12 +104,14 @@ class DaemonClient {
   // Sent with End at Close().
   void SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors);
 
-  // Waits until every event queued before the call was written to the daemon. DeadlineExceeded
-  // when `timeout` passes first (daemon absent or slow); FailedPrecondition after Close or in a
-  // forked child.
+  // Waits until every event queued before the call is done with: written to the daemon, or
+  // dropped (a broken connection, an event too large for a frame) and counted in
+  // stats().dropped_events. DeadlineExceeded when `timeout` passes first (daemon absent or slow);
+  // FailedPrecondition after Close or in a forked child.
   absl::Status Flush(absl::Duration timeout);
 
-  // Waits for a handshake with the daemon. DeadlineExceeded when `timeout` passes first.
+  // Waits for a handshake with the daemon (returns at once while connected). DeadlineExceeded when
+  // `timeout` passes first; FailedPrecondition in a forked child.
   absl::Status WaitUntilConnected(absl::Duration timeout);
 
   // Sends what is queued, then End, then closes; waits at most `wait`. Events still queued when it

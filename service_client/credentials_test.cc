@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "service_client/service_client.h"
+#include "trace/testing/unprivileged.h"
 
 namespace tracetorch::service_client {
 namespace {
@@ -67,6 +68,19 @@ TEST_F(CredentialsTest, UnreadableTokenFileIsNamed) {
   EXPECT_TRUE(absl::StrContains(s.message(), missing)) << s;
   setenv("TRACETORCH_TOKEN_FILE", Write("empty", "\n").c_str(), 1);
   EXPECT_EQ(ServiceClientOptionsFromEnv().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A file that exists but cannot be read is InvalidArgument, naming it (NotFound is for a missing
+// one). Root reads any file, so the check runs as nobody (trace/testing/unprivileged.h).
+TEST_F(CredentialsTest, FileWithoutReadPermissionIsInvalidArgument) {
+  ASSERT_EQ(chmod(dir_.c_str(), 0755), 0);  // mkdtemp made it private to its owner.
+  const std::string ca = Write("ca.pem", kPem);
+  ASSERT_EQ(chmod(ca.c_str(), 0), 0);
+  setenv("TRACETORCH_TLS_CA", ca.c_str(), 1);
+  testing::ExpectAsUnprivileged([&ca] {
+    const absl::Status s = ServiceClientOptionsFromEnv().status();
+    return s.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(s.message(), ca);
+  });
 }
 
 TEST_F(CredentialsTest, TlsFilesFromEnvironmentAreChecked) {

@@ -18,6 +18,16 @@ absl::Status FromGrpc(const grpc::Status& s) {
                       absl::StrCat("tracetorchd: ", s.error_message()));
 }
 
+std::string GrpcTarget(std::string_view address_in) {
+  const absl::string_view address(address_in.data(), address_in.size());
+  if (absl::StartsWith(address, "unix:")) return std::string(address);
+  if (absl::StartsWith(address, "/") || absl::StartsWith(address, ".") ||
+      !absl::StrContains(address, ':')) {
+    return absl::StrCat("unix:", address);
+  }
+  return std::string(address);  // HOST:PORT, or another gRPC target.
+}
+
 absl::StatusOr<std::unique_ptr<TraceServiceClient>> TraceServiceClient::Create(
     std::string_view address, absl::Duration deadline) {
   ServiceClientOptions options;
@@ -26,17 +36,9 @@ absl::StatusOr<std::unique_ptr<TraceServiceClient>> TraceServiceClient::Create(
 }
 
 absl::StatusOr<std::unique_ptr<TraceServiceClient>> TraceServiceClient::Create(
-    std::string_view address_in, const ServiceClientOptions& options) {
-  const absl::string_view address(address_in.data(), address_in.size());
+    std::string_view address, const ServiceClientOptions& options) {
   if (address.empty()) return absl::InvalidArgumentError("empty tracetorchd service address");
-  std::string target;
-  if (absl::StartsWith(address, "unix:")) {
-    target = std::string(address);
-  } else if (absl::StartsWith(address, "/") || absl::StartsWith(address, ".")) {
-    target = absl::StrCat("unix:", address);
-  } else {
-    target = std::string(address);  // HOST:PORT
-  }
+  const std::string target = GrpcTarget(address);
   // TLS is for TCP: a Unix socket is plain (file permissions guard it), so TLS settings taken from
   // the environment do not break local use.
   ServiceClientOptions effective = options;

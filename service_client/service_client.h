@@ -4,13 +4,16 @@
 //
 // Errors are absl::Status with the gRPC code mapped one-to-one (NotFound for an unknown session,
 // Unavailable when the daemon is not running, DeadlineExceeded, Unauthenticated for a missing or
-// wrong token).
+// wrong token) and the message prefixed with "tracetorchd: ".
 //
 // Thread-safe: calls may be made from several threads at once.
 //
 // Example:
-//   auto client = TraceServiceClient::Connect(DefaultServiceAddress());
+//   absl::StatusOr<std::unique_ptr<TraceServiceClient>> client =
+//       TraceServiceClient::Create(protocol::DefaultServiceAddress());  // protocol/address.h
+//   if (!client.ok()) return client.status();
 //   absl::StatusOr<v1::Snapshot> snap = (*client)->GetSnapshot("latest");
+//   if (!snap.ok()) return snap.status();
 //   TraceRecord record = FromProto(snap->record());  // protocol/record_proto.h
 #ifndef TRACETORCH_SERVICE_CLIENT_SERVICE_CLIENT_H_
 #define TRACETORCH_SERVICE_CLIENT_SERVICE_CLIENT_H_
@@ -28,8 +31,8 @@ namespace tracetorch::service_client {
 
 class WatchStream;  // service_client/watch_stream.h
 
-// How to reach a daemon's TCP listener (a Unix socket needs none of this: file permissions guard
-// it).
+// How to call the daemon. The credentials are for a TCP listener: a Unix socket needs none (file
+// permissions guard it), and Create ignores the TLS settings for one (the token is still sent).
 struct ServiceClientOptions {
   absl::Duration deadline = absl::Seconds(5);  // Per unary call.
   // Sent on every call as "authorization: Bearer TOKEN" when non-empty.
@@ -45,16 +48,20 @@ struct ServiceClientOptions {
 
 // Options from the environment, for tools: $TRACETORCH_TOKEN, else the first line of the file
 // named by $TRACETORCH_TOKEN_FILE; $TRACETORCH_TLS_CA, $TRACETORCH_TLS_CERT, $TRACETORCH_TLS_KEY,
-// $TRACETORCH_TLS_SERVER_NAME. InvalidArgument/NotFound when a named file cannot be read.
+// $TRACETORCH_TLS_SERVER_NAME. NotFound when a named file does not exist; InvalidArgument when it
+// cannot be read, is not PEM (TLS files), or the token file's first line is empty.
 absl::StatusOr<ServiceClientOptions> ServiceClientOptionsFromEnv();
 
 class TraceServiceClient {
  public:
-  // `address`: a socket path, "unix:PATH", "unix://PATH", or "HOST:PORT" for a daemon configured
-  // with a TCP listener. Does not connect yet (the first call does). InvalidArgument when empty.
+  // `address`: a Unix socket path (one that starts with '/' or '.', or has no ':' at all, like
+  // "tracetorchd-rpc.sock"), "unix:PATH", "unix://PATH", or "HOST:PORT" (any other gRPC target)
+  // for a daemon configured with a TCP listener. Does not connect yet (the first call does).
+  // InvalidArgument when empty.
   static absl::StatusOr<std::unique_ptr<TraceServiceClient>> Create(
       std::string_view address, absl::Duration deadline = absl::Seconds(5));
-  // As above with TLS and a token. InvalidArgument/NotFound when a TLS file cannot be read.
+  // As above with TLS and a token. InvalidArgument/NotFound when a TLS file cannot be read, or
+  // for TLS options that do not go together (credentials.h).
   static absl::StatusOr<std::unique_ptr<TraceServiceClient>> Create(
       std::string_view address, const ServiceClientOptions& options);
   ~TraceServiceClient();
@@ -71,7 +78,7 @@ class TraceServiceClient {
   absl::Status RemoveBaseline(std::string_view name);
 
   // Opens a Watch stream (service_client/watch_stream.h). Never fails here: connection and request
-  // errors are reported by the stream.
+  // errors are reported by the stream. The client must outlive the stream (it uses its channel).
   std::unique_ptr<WatchStream> Watch(const v1::WatchRequest& request);
 
   class Impl;  // service_client/service_client_internal.h

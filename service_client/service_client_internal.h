@@ -1,10 +1,11 @@
-// Private to client/: the TraceServiceClient's state, shared by service_client.cc (unary calls)
-// and watch_stream.cc (the Watch stream). Not installed; tools include service_client.h.
+// Private to service_client/: the TraceServiceClient's state, shared by service_client.cc (unary
+// calls) and watch_stream.cc (the Watch stream). Not installed; tools include service_client.h.
 #ifndef TRACETORCH_SERVICE_CLIENT_SERVICE_CLIENT_INTERNAL_H_
 #define TRACETORCH_SERVICE_CLIENT_SERVICE_CLIENT_INTERNAL_H_
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "grpcpp/grpcpp.h"
@@ -15,6 +16,10 @@ namespace tracetorch::service_client {
 
 // grpc::Status -> absl::Status, the message prefixed with "tracetorchd: ".
 absl::Status FromGrpc(const grpc::Status& status);
+
+// The gRPC target for an address as TraceServiceClient::Create takes it: "unix:PATH" for a socket
+// path, the address itself otherwise ("unix:...", "HOST:PORT"). REQUIRES: `address` non-empty.
+std::string GrpcTarget(std::string_view address);
 
 class TraceServiceClient::Impl {
  public:

@@ -8,6 +8,8 @@
 //
 // Thread-safe only for Cancel(): Read and Finish belong to one reader thread; Cancel() may be
 // called from any thread (a signal-watching thread, a test) and makes a blocked Read return false.
+// A stream from TraceServiceClient::Watch has no deadline and must not outlive its client;
+// destroying it before Finish cancels it.
 #ifndef TRACETORCH_SERVICE_CLIENT_WATCH_STREAM_H_
 #define TRACETORCH_SERVICE_CLIENT_WATCH_STREAM_H_
 
@@ -24,8 +26,11 @@ class WatchStream {
   // The next update; false when the stream has ended (then call Finish).
   virtual bool Read(v1::WatchUpdate* update) = 0;
   // How the stream ended: OK after session end or daemon shutdown, Cancelled after Cancel(),
-  // Unavailable when the daemon went away, NotFound for an unknown session, ...
+  // Unavailable when the daemon went away, NotFound for an unknown session, ... Called before Read
+  // returned false, it cancels the stream first (and returns Cancelled) instead of waiting for the
+  // daemon to end it. Later calls return the same status.
   virtual absl::Status Finish() = 0;
+  // Ends the stream early: a blocked or later Read returns false.
   virtual void Cancel() = 0;
 };
 

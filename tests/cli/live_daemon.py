@@ -1,5 +1,6 @@
 """Helpers for the live-watch end-to-end tests: a tracetorchd on temporary sockets and a traced
-training run (live_train.py, the Python agent) streaming to it.
+training run (live_train.py, the Python agent) streaming to it. Every test that needs a daemon
+takes it from here (the `live` fixture); processes and waits come from conftest.py.
 
 Environment (tests/CMakeLists.txt sets it):
   TRACETORCHD_BIN        the built tracetorchd
@@ -13,10 +14,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
-import time
 
 import pytest
+
+from conftest import Spawned, wait_until  # noqa: F401 (wait_until is re-exported)
 
 DAEMON_BIN = os.environ.get("TRACETORCHD_BIN", "")
 PYTHONPATH = os.environ.get("TRACETORCH_PYTHONPATH", "")
@@ -30,18 +31,6 @@ def require_live_setup():
         pytest.skip("TRACETORCHD_BIN is not set (run through ctest)")
     if not PYTHONPATH or not os.path.isdir(os.path.join(PYTHONPATH, "tracetorch")):
         pytest.skip("TRACETORCH_PYTHONPATH does not hold the tracetorch package (agent not built)")
-
-
-def wait_until(predicate, what, deadline_s=DEADLINE_S, on_timeout=None):
-    """Polls `predicate` until it returns something truthy; fails with `what` after the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    detail = on_timeout() if on_timeout else ""
-    pytest.fail(f"timed out waiting for {what}\n{detail}")
 
 
 class Daemon:
@@ -102,26 +91,14 @@ class Training:
     def __init__(self, daemon, *extra, env=None):
         self.stop_file = os.path.join(daemon.dir, "stop")
         self.nan_file = os.path.join(daemon.dir, "nan")
-        self.proc = subprocess.Popen(
+        self._run = Spawned(
             [PYTHON, TRAIN, "--stop-file", self.stop_file, "--nan-file", self.nan_file, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=daemon.env(**(env or {})))
-        self._lock = threading.Lock()
-        self._out = b""
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self):
-        while True:
-            data = self.proc.stdout.read1(65536)
-            if not data:
-                return
-            with self._lock:
-                self._out += data
+            env=daemon.env(**(env or {})), merge_stderr=True)
+        self.proc = self._run.proc
 
     @property
     def output(self):
-        with self._lock:
-            return self._out.decode(errors="replace")
+        return self._run.output
 
     def steps(self):
         lines = [l for l in self.output.splitlines() if l.startswith("step ")]
@@ -129,7 +106,7 @@ class Training:
 
     def wait_steps(self, n):
         wait_until(lambda: self.steps() >= n or self.proc.poll() is not None,
-                   f"training step {n}", on_timeout=lambda: self.output)
+                   f"training step {n}", deadline_s=DEADLINE_S, on_timeout=lambda: self.output)
         assert self.steps() >= n, self.output
 
     def poison(self):
@@ -137,15 +114,12 @@ class Training:
 
     def finish(self):
         pathlib.Path(self.stop_file).touch()
-        code = self.proc.wait(timeout=DEADLINE_S)
-        self._thread.join(timeout=10)
+        code, _, _ = self._run.wait(timeout=DEADLINE_S)
         assert code == 0, self.output
         return code
 
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self._run.kill()
 
 
 @pytest.fixture

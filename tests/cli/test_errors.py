@@ -2,6 +2,8 @@
 
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -78,12 +80,28 @@ def test_directory(tmp_path):
     assert_one_line_error(run("inspect", str(tmp_path)), str(tmp_path))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
-def test_unreadable_file(tmp_path):
-    path = tmp_path / "secret.json"
-    path.write_text(open(TRAIN).read())
-    path.chmod(0)
-    what = assert_one_line_error(run("inspect", str(path)), str(path))
+@pytest.fixture
+def shared_dir():
+    """A directory any user may enter (pytest's tmp_path is private to root under CI)."""
+    path = tempfile.mkdtemp(prefix="tterr")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_unreadable_file(shared_dir):
+    # As root the binary runs as nobody (run(as_nobody=True)), for whom mode 0 holds.
+    readable = os.path.join(shared_dir, "readable.json")
+    secret = os.path.join(shared_dir, "secret.json")
+    for path in (readable, secret):
+        with open(path, "w") as f:
+            f.write(open(TRAIN).read())
+    os.chmod(readable, 0o644)
+    os.chmod(secret, 0)
+    # The same user reads a readable copy: what fails below is the permission, nothing else.
+    ok = run("summary", readable, as_nobody=True)
+    assert ok.returncode == 0, ok.stderr
+    what = assert_one_line_error(run("inspect", secret, as_nobody=True), secret)
     assert what == "permission denied"
 
 

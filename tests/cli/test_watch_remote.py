@@ -4,38 +4,18 @@ for an unknown session and for an unreachable daemon."""
 
 import json
 import signal
-import subprocess
-import threading
 
 import pytest
 
-from conftest import BIN, run
+from conftest import BIN, Spawned, run
 from live_daemon import DEADLINE_S, live, wait_until  # noqa: F401 (live is a fixture)
 
 
-class Viewer:
-    """A running `tracetorch watch --remote ...` with stdout collected by a reader thread."""
+class Viewer(Spawned):
+    """A running `tracetorch watch --remote ...`."""
 
     def __init__(self, args, env):
-        self.proc = subprocess.Popen([BIN, "watch", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env)
-        self._lock = threading.Lock()
-        self._out = b""
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self):
-        while True:
-            data = self.proc.stdout.read1(65536)
-            if not data:
-                return
-            with self._lock:
-                self._out += data
-
-    @property
-    def output(self):
-        with self._lock:
-            return self._out.decode(errors="replace")
+        super().__init__([BIN, "watch", *args], env=env)
 
     def docs(self):
         # Only whole lines: the last one may still be arriving.
@@ -43,22 +23,12 @@ class Viewer:
         return [json.loads(l) for l in text[: text.rfind("\n") + 1].splitlines() if l]
 
     def wait(self):
-        code = self.proc.wait(timeout=DEADLINE_S)
-        self._thread.join(timeout=10)
-        return code, self.output, self.proc.stderr.read().decode(errors="replace")
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        return super().wait(timeout=DEADLINE_S)
 
 
 @pytest.fixture
-def viewers():
-    started = []
-    yield lambda *a, **kw: started.append(Viewer(*a, **kw)) or started[-1]
-    for v in started:
-        v.kill()
+def viewers(background):
+    return lambda *a, **kw: background(Viewer, *a, **kw)
 
 
 def session_updates(docs):

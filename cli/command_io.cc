@@ -1,0 +1,47 @@
+#include "cli/command_io.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
+
+namespace tracetorch::cli {
+
+int Fail(const CliEnvironment& env, std::string message) {
+  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
+  *env.err << "tracetorch: " << message << "\n";
+  env.err->flush();
+  return kExitUsage;
+}
+
+void PrintLine(std::string text, const CliEnvironment& env) {
+  if (text.empty() || text.back() != '\n') text.push_back('\n');
+  *env.out << text;
+  env.out->flush();
+}
+
+absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> ConnectToDaemon(
+    const std::string& address, absl::Duration deadline) {
+  absl::StatusOr<service_client::ServiceClientOptions> options =
+      service_client::ServiceClientOptionsFromEnv();
+  if (!options.ok()) return options.status();
+  options->deadline = std::max(options->deadline, deadline);
+  return service_client::TraceServiceClient::Create(address, *options);
+}
+
+std::string DescribeRemoteError(const absl::Status& status, std::string_view address) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::StrCat("cannot reach tracetorchd at ", std::string(address), ": ",
+                          status.message(), " (is the daemon running? see --remote)");
+    default:
+      return std::string(status.message());
+  }
+}
+
+}  // namespace tracetorch::cli

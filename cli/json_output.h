@@ -1,0 +1,54 @@
+// The JSON documents `tracetorch` prints about a daemon (records and diffs are trace/json.h's), all
+// written with the one JSON writer (trace/json_writer.h).
+//
+//  - `watch --remote --json` and `watch --job --json`: one document per line (indent 0, no spaces),
+//    the schema in cli/remote_watch.h's file comment:
+//      {"type":"update","kind":"full","sequence":3,"newest_event_unix_ns":...,"ended":false,
+//       "session":{...},"record":{...},"history":[...]}
+//  - `sessions --json` and `baseline list --json`: an array, Python json.dump(indent=2) layout:
+//      [
+//        {
+//          "session_id": "20260101T000000Z-box-17-1",
+//          "state": "live",
+//          ...
+//        }
+//      ]
+//    A session: session_id, state, pid, host, rank, local_rank, world_size (null when unknown),
+//    job_id, model, started (FormatUnixTime), started_unix_ns, ended_unix_ns, events,
+//    dropped_events, rejected_events. A baseline: name, model, layers, has_history, source,
+//    created (FormatUnixTime), created_unix_ns.
+//
+// Strings are escaped to ASCII, so a crafted name cannot reach the terminal raw. Non-finite values
+// in a history are null. No trailing newline.
+//
+// Thread-compatible; pure functions.
+#ifndef TRACETORCH_CLI_JSON_OUTPUT_H_
+#define TRACETORCH_CLI_JSON_OUTPUT_H_
+
+#include <string>
+#include <string_view>
+
+#include "cli/filter.h"
+#include "protocol/watch_state.h"
+#include "tracetorch/v1/service.pb.h"
+
+namespace tracetorch::cli {
+
+// The "update" (a session) or "job" document for `update`, showing `state` as it is after the
+// update was applied; the record and the history are cut to the layers `filter` selects.
+std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
+                              const LayerFilter& filter);
+
+// {"type":"status","status":STATUS,"message":MESSAGE}: "connected", "reconnecting",
+// "interrupted".
+std::string WatchStatusToJson(std::string_view status, std::string_view message);
+
+// `sessions --json`.
+std::string SessionsToJson(const v1::ListSessionsResponse& list);
+
+// `baseline list --json`.
+std::string BaselinesToJson(const v1::ListBaselinesResponse& list);
+
+}  // namespace tracetorch::cli
+
+#endif  // TRACETORCH_CLI_JSON_OUTPUT_H_

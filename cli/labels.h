@@ -1,0 +1,46 @@
+// Names, colours and marks that several `tracetorch` views share, so that a session state or an
+// anomaly severity reads the same in every command: `sessions`, `watch --remote` (text and JSON),
+// `inspect`, `summary` and `diff`.
+//
+// Thread-compatible; pure functions.
+#ifndef TRACETORCH_CLI_LABELS_H_
+#define TRACETORCH_CLI_LABELS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "cli/text.h"
+#include "trace/anomaly.h"
+#include "tracetorch/v1/service.pb.h"
+
+namespace tracetorch::cli {
+
+// "live", "finished" or "aborted"; "unknown" for anything else (SESSION_STATE_UNSPECIFIED, a state
+// added to the protocol after this build).
+std::string SessionStateName(v1::SessionState state);
+
+// A timestamp as listings print it, in UTC: "2026-01-01T12:00:00Z"; "-" when `unix_ns` <= 0
+// (unknown).
+std::string FormatUnixTime(int64_t unix_ns);
+
+// Red for critical, yellow for warning, blue for info.
+Color SeverityColor(AnomalySeverity severity);
+
+// The rich symbol of a severity: "✗" critical, "⚠" warning, "ℹ" info.
+std::string_view SeveritySymbol(AnomalySeverity severity);
+
+// The mark after a layer: "✓" / "[ok]" (green) when `worst` is empty, else the symbol of `worst`
+// (rich) or "[warning]" (plain), in its colour.
+std::string SeverityMark(std::optional<AnomalySeverity> worst, const Style& style);
+
+// The worst severity among `anomalies` per layer (Anomaly::layer), for marking a whole tree.
+absl::flat_hash_map<std::string, AnomalySeverity> WorstSeverityByLayer(
+    const std::vector<Anomaly>& anomalies);
+
+}  // namespace tracetorch::cli
+
+#endif  // TRACETORCH_CLI_LABELS_H_
