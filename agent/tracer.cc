@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <torch/csrc/autograd/edge.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -14,52 +13,18 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/tracer_internal.h"
 #include "guest/log.h"
 
 namespace tracetorch::agent {
-
-// ---- Backward bookkeeping -------------------------------------------------------------------
-// The fields below are guarded by the owning Tracer's mu_ (they are only touched in its methods).
-
-// One forward call's backward: started by the gradient of its output, ended by the gradient at its
-// input (or by the output's node finishing when no input needs a gradient).
-struct BackwardCall {
-  Tracer::LayerId layer = Tracer::kNoLayer;
-  int64_t step = 0;  // Of the forward call.
-  uint64_t epoch = 0;
-  bool has_input_edge = false;
-  std::weak_ptr<NodeListeners> output_node;  // Expired: no further backward can start.
-  bool started = false;
-  std::chrono::steady_clock::time_point start;
-  std::optional<GradStats> out;
-  std::optional<c10::Device> cuda_device;
-  std::optional<DeviceMemory> mem_before;  // CUDA only.
-};
-
-struct Listener {
-  enum class Role : uint8_t { kOutput, kInput };
-  Role role = Role::kOutput;
-  uint32_t nr = 0;  // Index of the gradient in the node's inputs.
-  std::shared_ptr<BackwardCall> call;
-};
-
-struct NodeListeners {
-  std::weak_ptr<torch::autograd::Node> node;
-  std::vector<Listener> listeners;
-  bool has_post_hook = false;
-};
-
 namespace {
 
-using torch::autograd::FunctionPostHook;
-using torch::autograd::FunctionPreHook;
-using torch::autograd::Node;
-using torch::autograd::variable_list;
+using tracer_internal::kMinNodePrune;
+using tracer_internal::Ms;
+using tracer_internal::SetMemoryDelta;
 
-constexpr size_t kMaxCalls = 1 << 16;          // Concurrently open calls (a leak guard).
-constexpr size_t kMaxCacheEntries = 1 << 16;   // Distinct tensors reduced in one forward.
-constexpr size_t kMaxListenersPerNode = 1024;  // Oldest dropped past this.
-constexpr size_t kMinNodePrune = 4096;
+constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak guard).
+constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
 
 std::atomic<uint64_t> g_fork_epoch{0};
 void OnForkChild() { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); }
@@ -69,53 +34,8 @@ void InstallForkHandler() {
   std::call_once(once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
 }
 
-double Ms(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
-class PreHook final : public FunctionPreHook {
- public:
-  PreHook(std::weak_ptr<Tracer> tracer, std::shared_ptr<NodeListeners> state)
-      : tracer_(std::move(tracer)), state_(std::move(state)) {}
-  variable_list operator()(const variable_list& grads) override {
-    if (std::shared_ptr<Tracer> tracer = tracer_.lock()) tracer->OnGradReady(*state_, grads);
-    return grads;
-  }
-  const NodeListeners* state() const { return state_.get(); }
-
- private:
-  const std::weak_ptr<Tracer> tracer_;
-  const std::shared_ptr<NodeListeners> state_;
-};
-
-class PostHook final : public FunctionPostHook {
- public:
-  PostHook(std::weak_ptr<Tracer> tracer, std::shared_ptr<NodeListeners> state)
-      : tracer_(std::move(tracer)), state_(std::move(state)) {}
-  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
-    if (std::shared_ptr<Tracer> tracer = tracer_.lock()) tracer->OnNodeDone(*state_);
-    return outputs;
-  }
-  const NodeListeners* state() const { return state_.get(); }
-
- private:
-  const std::weak_ptr<Tracer> tracer_;
-  const std::shared_ptr<NodeListeners> state_;
-};
-
 bool HasNonFinite(const std::optional<TensorStats>& s) {
   return s.has_value() && (s->nan_count > 0 || s->inf_count > 0);
-}
-
-// Fills the sample's memory deltas from `before` (CUDA only).
-template <typename Sample>
-void SetMemoryDelta(const std::optional<c10::Device>& device,
-                    const std::optional<DeviceMemory>& before, Sample* sample) {
-  if (!device || !before) return;
-  if (std::optional<DeviceMemory> after = SampleDeviceMemory(*device)) {
-    sample->mem_alloc_delta = after->allocated - before->allocated;
-    sample->mem_reserved_delta = after->reserved - before->reserved;
-  }
 }
 
 void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_value) {
@@ -243,10 +163,11 @@ void Tracer::SetMetadata(TraceMetadata metadata) {
 
 void Tracer::CountError(std::string_view cause, std::string_view message) {
   ++hook_errors_;
-  guest::WarnOnce(cause,
-           absl::StrCat("tracetorch: hook error (", std::string(cause), "): ", std::string(message),
-                        "; tracing continues, later errors of this kind are only counted "
-                        "in metadata hook_errors"));
+  guest::WarnOnce(
+      cause,
+      absl::StrCat("tracetorch: hook error (", std::string(cause), "): ", std::string(message),
+                   "; tracing continues, later errors of this kind are only counted "
+                   "in metadata hook_errors"));
 }
 
 void Tracer::RecordHookError(std::string_view cause, std::string_view message) {
@@ -512,191 +433,6 @@ void Tracer::AbortCall(CallId id) {
   if (id == kNoCall || ForkedChild()) return;
   absl::MutexLock lock(&mu_);
   ReleaseCall(id);
-}
-
-// ---- Backward -----------------------------------------------------------------------------------
-
-std::shared_ptr<NodeListeners> Tracer::ListenersFor(const std::shared_ptr<Node>& node,
-                                                    bool need_post_hook) {
-  std::shared_ptr<NodeListeners> state;
-  if (auto it = nodes_.find(node.get()); it != nodes_.end()) state = it->second.lock();
-  if (state == nullptr) {
-    state = std::make_shared<NodeListeners>();
-    state->node = node;
-    node->add_pre_hook(std::make_unique<PreHook>(weak_from_this(), state));
-    nodes_[node.get()] = state;
-    if (nodes_.size() >= prune_nodes_at_) {
-      absl::erase_if(nodes_, [](const auto& kv) { return kv.second.expired(); });
-      prune_nodes_at_ = std::max(kMinNodePrune, 2 * nodes_.size());
-    }
-  } else {
-    // A node that outlives its forward (the accumulator of a leaf input reused every step) keeps
-    // its hook; drop listeners that can no longer fire.
-    auto stale = [this](const Listener& l) {
-      return l.call->epoch != epoch_ ||
-             (l.role == Listener::Role::kInput && l.call->output_node.expired());
-    };
-    state->listeners.erase(std::remove_if(state->listeners.begin(), state->listeners.end(), stale),
-                           state->listeners.end());
-    if (state->listeners.size() >= kMaxListenersPerNode) {
-      state->listeners.erase(state->listeners.begin());
-    }
-  }
-  if (need_post_hook && !state->has_post_hook) {
-    node->add_post_hook(std::make_unique<PostHook>(weak_from_this(), state));
-    state->has_post_hook = true;
-  }
-  return state;
-}
-
-void Tracer::RegisterBackward(CallState& call, const at::Tensor& output) {
-  torch::autograd::Edge out_edge = torch::autograd::impl::gradient_edge(output);
-  if (!out_edge.function) return;
-  auto bc = std::make_shared<BackwardCall>();
-  bc->layer = call.layer;
-  bc->step = call.step;
-  bc->epoch = epoch_;
-  bc->has_input_edge = call.input_node != nullptr;
-  std::shared_ptr<NodeListeners> out_state =
-      ListenersFor(out_edge.function, /*need_post_hook=*/!bc->has_input_edge);
-  bc->output_node = out_state;
-  out_state->listeners.push_back(
-      Listener{Listener::Role::kOutput, static_cast<uint32_t>(out_edge.input_nr), bc});
-  if (bc->has_input_edge) {
-    std::shared_ptr<NodeListeners> in_state =
-        ListenersFor(call.input_node, /*need_post_hook=*/false);
-    in_state->listeners.push_back(Listener{Listener::Role::kInput, call.input_nr, bc});
-  }
-}
-
-void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& grads) {
-  const Clock::time_point enter = Clock::now();
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  if (!active_) return;
-  try {
-    if (!pending_.empty()) DrainPending(/*wait=*/true);
-    // Gradient statistics per input slot of the node, computed at most once per firing.
-    std::vector<std::pair<uint32_t, std::optional<GradStats>>> computed;
-    auto stats_for = [&](uint32_t nr) -> const std::optional<GradStats>& {
-      for (const auto& [k, v] : computed) {
-        if (k == nr) return v;
-      }
-      std::optional<GradStats> stats;
-      if (nr < grads.size() && grads[nr].defined()) {
-        absl::StatusOr<GradStats> s = ComputeGradStats(grads[nr]);
-        if (s.ok()) {
-          stats = *s;
-        } else {
-          CountError("grad_stats", s.status().ToString());
-        }
-      }
-      computed.emplace_back(nr, stats);
-      return computed.back().second;
-    };
-    bool any_started = false;
-    // Starts first, so that a call whose output is its input (Identity) starts and ends here.
-    for (Listener& l : node.listeners) {
-      if (l.role != Listener::Role::kOutput || l.call->epoch != epoch_) continue;
-      l.call->out = stats_for(l.nr);
-      if (l.nr < grads.size() && grads[l.nr].defined() && grads[l.nr].is_cuda()) {
-        l.call->cuda_device = grads[l.nr].device();
-        l.call->mem_before = SampleDeviceMemory(*l.call->cuda_device);
-      }
-      l.call->started = true;
-      l.call->start = enter;
-      any_started = true;
-    }
-    for (Listener& l : node.listeners) {
-      if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
-      BackwardCall& bc = *l.call;
-      BackwardSample sample;
-      sample.latency_ms = std::max(0.0, Ms(enter - bc.start));
-      if (bc.out) {
-        sample.grad_norm = bc.out->norm;
-        sample.grad_mean = bc.out->mean;
-        sample.grad_has_nan = bc.out->has_nan;
-        sample.grad_all_zero = bc.out->all_zero;
-      }
-      if (const std::optional<GradStats>& in = stats_for(l.nr)) {
-        sample.grad_in_norm = in->norm;
-        sample.grad_in_mean = in->mean;
-        sample.grad_in_has_nan = in->has_nan;
-      }
-      SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
-      bc.started = false;
-      if (absl::Status s = aggregator_.AddBackward(bc.layer, sample); !s.ok()) {
-        CountError("add_backward", s.ToString());
-      } else if (sink_ != nullptr) {
-        sink_->OnBackward(bc.layer, bc.step, sample);
-      }
-    }
-    if (any_started) {
-      // Our own work in this hook is not part of the layers' backward time.
-      const Clock::time_point exit = Clock::now();
-      for (Listener& l : node.listeners) {
-        if (l.role == Listener::Role::kOutput && l.call->epoch == epoch_ && l.call->started) {
-          l.call->start = exit;
-        }
-      }
-    }
-  } catch (const std::exception& e) {
-    CountError("backward_hook", e.what());
-  }
-}
-
-void Tracer::OnNodeDone(NodeListeners& node) {
-  const Clock::time_point end = Clock::now();
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  if (!active_) return;
-  for (Listener& l : node.listeners) {
-    BackwardCall& bc = *l.call;
-    if (l.role != Listener::Role::kOutput || bc.epoch != epoch_ || bc.has_input_edge ||
-        !bc.started) {
-      continue;
-    }
-    BackwardSample sample;
-    sample.latency_ms = std::max(0.0, Ms(end - bc.start));
-    if (bc.out) {
-      sample.grad_norm = bc.out->norm;
-      sample.grad_mean = bc.out->mean;
-      sample.grad_has_nan = bc.out->has_nan;
-      sample.grad_all_zero = bc.out->all_zero;
-    }
-    SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
-    bc.started = false;
-    if (absl::Status s = aggregator_.AddBackward(bc.layer, sample); !s.ok()) {
-      CountError("add_backward", s.ToString());
-    } else if (sink_ != nullptr) {
-      sink_->OnBackward(bc.layer, bc.step, sample);
-    }
-  }
-}
-
-void Tracer::DetachHooks() {
-  for (auto& [key, weak_state] : nodes_) {
-    std::shared_ptr<NodeListeners> state = weak_state.lock();
-    if (state == nullptr) continue;
-    std::shared_ptr<Node> node = state->node.lock();
-    if (node == nullptr) continue;
-    auto& pre = node->pre_hooks();
-    pre.erase(std::remove_if(pre.begin(), pre.end(),
-                             [&](const std::unique_ptr<FunctionPreHook>& h) {
-                               auto* ours = dynamic_cast<PreHook*>(h.get());
-                               return ours != nullptr && ours->state() == state.get();
-                             }),
-              pre.end());
-    auto& post = node->post_hooks();
-    post.erase(std::remove_if(post.begin(), post.end(),
-                              [&](const std::unique_ptr<FunctionPostHook>& h) {
-                                auto* ours = dynamic_cast<PostHook*>(h.get());
-                                return ours != nullptr && ours->state() == state.get();
-                              }),
-               post.end());
-  }
-  nodes_.clear();
-  prune_nodes_at_ = kMinNodePrune;
 }
 
 // ---- Snapshots ----------------------------------------------------------------------------------
