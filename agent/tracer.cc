@@ -1,20 +1,17 @@
 #include "agent/tracer.h"
 
 #include <c10/core/GradMode.h>
-#include <pthread.h>
 #include <torch/csrc/autograd/edge.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/tracer_internal.h"
-#include "guest/log.h"
+#include "guest/hook_guard.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -25,14 +22,6 @@ using tracer_internal::SetMemoryDelta;
 
 constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak guard).
 constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
-
-std::atomic<uint64_t> g_fork_epoch{0};
-void OnForkChild() { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); }
-
-void InstallForkHandler() {
-  static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
-}
 
 bool HasNonFinite(const std::optional<TensorStats>& s) {
   return s.has_value() && (s->nan_count > 0 || s->inf_count > 0);
@@ -55,14 +44,12 @@ void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_
 absl::StatusOr<std::shared_ptr<Tracer>> Tracer::Create(TracerOptions options,
                                                        TraceMetadata metadata) {
   if (absl::Status s = options.thresholds.Validate(); !s.ok()) return s;
-  InstallForkHandler();
   return std::shared_ptr<Tracer>(new Tracer(std::move(options), std::move(metadata)));
 }
 
 Tracer::Tracer(TracerOptions options, TraceMetadata metadata)
     : options_(std::move(options)),
       stats_mode_(options_.capture_stats ? StatsMode::kFull : StatsMode::kNonFiniteOnly),
-      fork_epoch_(g_fork_epoch.load(std::memory_order_relaxed)),
       aggregator_(std::move(metadata)),
       prune_nodes_at_(kMinNodePrune) {}
 
@@ -73,16 +60,11 @@ Tracer::~Tracer() {
   DetachHooks();
 }
 
-bool Tracer::ForkedChild() const {
-  return g_fork_epoch.load(std::memory_order_relaxed) != fork_epoch_;
-}
-
-bool Tracer::Recording() const { return active_ && !ForkedChild(); }
-
 absl::StatusOr<Tracer::LayerId> Tracer::DeclareLayer(const LayerInfo& info) {
+  if (ForkedChild())
+    return absl::FailedPreconditionError("cannot declare layers in a forked child");
   absl::StatusOr<LayerId> id = aggregator_.DeclareLayer(info);
   if (!id.ok()) return id;
-  if (ForkedChild()) return id;
   absl::MutexLock lock(&mu_);
   if (static_cast<size_t>(*id) >= layer_names_.size()) {
     layer_names_.resize(*id + 1);
@@ -90,7 +72,7 @@ absl::StatusOr<Tracer::LayerId> Tracer::DeclareLayer(const LayerInfo& info) {
   }
   layer_names_[*id] = info.full_name;
   layer_infos_[*id] = info;
-  if (sink_ != nullptr) sink_->OnLayerDeclared(*id, info);
+  NotifySink("event_sink", [&](EventSink& sink) { sink.OnLayerDeclared(*id, info); });
   return id;
 }
 
@@ -101,21 +83,27 @@ void Tracer::SetEventSink(std::shared_ptr<EventSink> sink) {
     absl::MutexLock lock(&mu_);
     old = std::move(sink_);
     sink_ = std::move(sink);
-    if (sink_ != nullptr) {
+    NotifySink("event_sink", [&](EventSink& s) {
+      mu_.AssertHeld();
       for (size_t i = 0; i < layer_infos_.size(); ++i) {
-        if (layer_infos_[i].has_value()) {
-          sink_->OnLayerDeclared(static_cast<LayerId>(i), *layer_infos_[i]);
-        }
+        if (layer_infos_[i].has_value())
+          s.OnLayerDeclared(static_cast<LayerId>(i), *layer_infos_[i]);
       }
-    }
+    });
   }
   // `old` is released here, outside the lock (its destructor may wait for a thread).
+}
+
+void Tracer::NotifySink(std::string_view cause, absl::FunctionRef<void(EventSink&)> fn) const {
+  if (sink_ == nullptr) return;
+  EventSink& sink = *sink_;
+  guest::GuardHook(errors_, cause, [&] { fn(sink); });
 }
 
 absl::Status Tracer::AddForwardSample(LayerId layer, int64_t step, ForwardSample sample) const {
   // The sink reads the sample before the aggregator takes it (no copy). Layers are checked at
   // BeginCall, so the aggregator accepts every sample that gets here.
-  if (sink_ != nullptr) sink_->OnForward(layer, step, sample);
+  NotifySink("event_sink", [&](EventSink& sink) { sink.OnForward(layer, step, sample); });
   return aggregator_.AddForward(layer, std::move(sample));
 }
 
@@ -127,7 +115,7 @@ absl::Status Tracer::Start() {
   aggregator_.ResetObservations();
   ++epoch_;
   steps_ = 0;
-  hook_errors_ = 0;
+  errors_.Reset();
   tensor_reductions_ = 0;
   nan_origin_.reset();
   origin_candidate_.reset();
@@ -161,26 +149,7 @@ void Tracer::SetMetadata(TraceMetadata metadata) {
 
 // ---- Errors -------------------------------------------------------------------------------------
 
-void Tracer::CountError(std::string_view cause, std::string_view message) {
-  ++hook_errors_;
-  guest::WarnOnce(
-      cause,
-      absl::StrCat("tracetorch: hook error (", std::string(cause), "): ", std::string(message),
-                   "; tracing continues, later errors of this kind are only counted "
-                   "in metadata hook_errors"));
-}
-
-void Tracer::RecordHookError(std::string_view cause, std::string_view message) {
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  CountError(cause, message);
-}
-
-int64_t Tracer::hook_errors() const {
-  if (ForkedChild()) return 0;
-  absl::MutexLock lock(&mu_);
-  return hook_errors_;
-}
+int64_t Tracer::hook_errors() const { return ForkedChild() ? 0 : errors_.count(); }
 
 int64_t Tracer::tensor_reductions() const {
   if (ForkedChild()) return 0;
@@ -233,7 +202,7 @@ TensorInfo Tracer::Describe(const at::Tensor& t) {
   absl::StatusOr<TensorStats> stats = ComputeTensorStats(t, stats_mode_);
   ++tensor_reductions_;
   if (!stats.ok()) {
-    CountError("tensor_stats", stats.status().ToString());
+    errors_.Record("tensor_stats", stats.status().ToString());
     return info;
   }
   info.stats = *stats;
@@ -278,7 +247,10 @@ void Tracer::ReleaseCall(CallId id) {
 void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) {
   if (nan_origin_.has_value()) return;
   nan_origin_ = NanOrigin{std::string(layer), step, is_nan};
-  if (sink_ != nullptr) sink_->OnNanOrigin(*nan_origin_);
+  NotifySink("event_sink", [&](EventSink& sink) {
+    mu_.AssertHeld();
+    sink.OnNanOrigin(*nan_origin_);
+  });
 }
 
 Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs) {
@@ -286,93 +258,102 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   absl::MutexLock lock(&mu_);
   if (!active_) return kNoCall;
   if (layer != kNoLayer && (layer < 0 || static_cast<size_t>(layer) >= layer_names_.size())) {
-    CountError("unknown_layer", absl::StrCat("BeginCall for undeclared layer ", layer));
+    errors_.Record("unknown_layer", absl::StrCat("BeginCall for undeclared layer ", layer));
     return kNoCall;
   }
-  try {
-    if (active_calls_ == 0) {  // A new forward.
-      stats_cache_.clear();
-      if (!pending_.empty()) DrainPending(/*wait=*/false);
-    }
-    uint32_t slot;
-    if (!free_calls_.empty()) {
-      slot = free_calls_.back();
-      free_calls_.pop_back();
-    } else if (calls_.size() < kMaxCalls) {
-      slot = static_cast<uint32_t>(calls_.size());
-      calls_.emplace_back();
-    } else {
-      CountError("too_many_open_calls", "more than 65536 module calls open at once");
-      return kNoCall;
-    }
-    static std::atomic<uint32_t> next_generation{1};
-    CallState& c = calls_[slot];
-    c.in_use = true;
-    c.generation = next_generation.fetch_add(1, std::memory_order_relaxed);
-    c.layer = layer;
-    c.is_root = is_root;
-    c.inputs.clear();
-    c.inputs_finite = true;
-    c.inputs_have_nan = false;
-    c.input_node.reset();
-    c.input_nr = 0;
-    c.cuda_device.reset();
-    c.mem_before.reset();
-    c.timer.reset();
-    if (is_root) {
-      c.step = steps_++;
-      origin_candidate_.reset();
-    } else {
-      c.step = std::max<int64_t>(steps_ - 1, 0);
-    }
-    ++active_calls_;
-    const CallId id = (static_cast<int64_t>(c.generation) << 32) | (slot + 1);
+  CallId id = kNoCall;
+  const bool ok = guest::GuardHook(errors_, "begin_call", [&] {
+    mu_.AssertHeld();
+    id = OpenCall(layer, is_root);
+    if (id != kNoCall) RecordInputs(*FindCall(id), inputs);
+  });
+  if (ok) return id;
+  ReleaseCall(id);  // A half-made call is not left open (a no-op for kNoCall).
+  return kNoCall;
+}
 
+Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
+  if (active_calls_ == 0) {  // A new forward.
+    stats_cache_.clear();
+    if (!pending_.empty()) DrainPending(/*wait=*/false);
+  }
+  uint32_t slot;
+  if (!free_calls_.empty()) {
+    slot = free_calls_.back();
+    free_calls_.pop_back();
+  } else if (calls_.size() < kMaxCalls) {
+    slot = static_cast<uint32_t>(calls_.size());
+    calls_.emplace_back();
+  } else {
+    errors_.Record("too_many_open_calls", "more than 65536 module calls open at once");
+    return kNoCall;
+  }
+  static std::atomic<uint32_t> next_generation{1};
+  CallState& c = calls_[slot];
+  c.in_use = true;
+  c.generation = next_generation.fetch_add(1, std::memory_order_relaxed);
+  c.layer = layer;
+  c.is_root = is_root;
+  c.inputs.clear();
+  c.inputs_finite = true;
+  c.inputs_have_nan = false;
+  c.input_node.reset();
+  c.input_nr = 0;
+  c.cuda_device.reset();
+  c.mem_before.reset();
+  c.timer.reset();
+  if (is_root) {
+    c.step = steps_++;
+    origin_candidate_.reset();
+  } else {
+    c.step = std::max<int64_t>(steps_ - 1, 0);
+  }
+  ++active_calls_;
+  return (static_cast<int64_t>(c.generation) << 32) | (slot + 1);
+}
+
+void Tracer::RecordInputs(CallState& c, absl::Span<const at::Tensor> inputs) {
+  const LayerId layer = c.layer;
+  for (const at::Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    TensorInfo info = Describe(t);
+    if (HasNonFinite(info.stats)) {
+      c.inputs_finite = false;
+      c.inputs_have_nan = c.inputs_have_nan || info.stats->nan_count > 0;
+    }
+    if (layer != kNoLayer) c.inputs.push_back(std::move(info));
+  }
+  if (!c.inputs_finite) {
+    if (c.is_root) {
+      MaybeSetOrigin(NanOrigin::kModelInput, c.step, c.inputs_have_nan);
+    } else if (!origin_candidate_ && layer != kNoLayer) {
+      origin_candidate_ = NanOrigin{layer_names_[layer], c.step, c.inputs_have_nan};
+    }
+  }
+  if (layer != kNoLayer && c10::GradMode::is_enabled()) {
     for (const at::Tensor& t : inputs) {
-      if (!t.defined()) continue;
-      TensorInfo info = Describe(t);
-      if (HasNonFinite(info.stats)) {
-        c.inputs_finite = false;
-        c.inputs_have_nan = c.inputs_have_nan || info.stats->nan_count > 0;
+      if (!t.defined() || !t.requires_grad()) continue;
+      torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(t);
+      if (edge.function) {
+        c.input_node = std::move(edge.function);
+        c.input_nr = edge.input_nr;
       }
-      if (layer != kNoLayer) c.inputs.push_back(std::move(info));
+      break;
     }
-    if (!c.inputs_finite) {
-      if (is_root) {
-        MaybeSetOrigin(NanOrigin::kModelInput, c.step, c.inputs_have_nan);
-      } else if (!origin_candidate_ && layer != kNoLayer) {
-        origin_candidate_ = NanOrigin{layer_names_[layer], c.step, c.inputs_have_nan};
-      }
-    }
-    if (layer != kNoLayer && c10::GradMode::is_enabled()) {
-      for (const at::Tensor& t : inputs) {
-        if (!t.defined() || !t.requires_grad()) continue;
-        torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(t);
-        if (edge.function) {
-          c.input_node = std::move(edge.function);
-          c.input_nr = edge.input_nr;
-        }
+  }
+  if (layer != kNoLayer) {
+    for (const at::Tensor& t : inputs) {
+      if (t.defined() && t.is_cuda()) {
+        c.cuda_device = t.device();
         break;
       }
     }
-    if (layer != kNoLayer) {
-      for (const at::Tensor& t : inputs) {
-        if (t.defined() && t.is_cuda()) {
-          c.cuda_device = t.device();
-          break;
-        }
-      }
-      if (c.cuda_device) {
-        c.mem_before = SampleDeviceMemory(*c.cuda_device);
-        c.timer = DeviceTimer::Start(*c.cuda_device);
-      }
+    if (c.cuda_device) {
+      c.mem_before = SampleDeviceMemory(*c.cuda_device);
+      c.timer = DeviceTimer::Start(*c.cuda_device);
     }
-    c.start = Clock::now();
-    return id;
-  } catch (const std::exception& e) {
-    CountError("begin_call", e.what());
-    return kNoCall;
   }
+  c.start = Clock::now();
 }
 
 void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs) {
@@ -384,55 +365,61 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::tim
   absl::MutexLock lock(&mu_);
   CallState* c = FindCall(id);
   if (c == nullptr) return;
-  try {
-    if (active_ && c->layer != kNoLayer) {
-      ForwardSample sample;
-      sample.latency_ms = Ms(end - c->start);
-      sample.inputs = std::move(c->inputs);
-      sample.outputs.reserve(outputs.size());
-      bool outputs_finite = true;
-      bool outputs_have_nan = false;
-      const at::Tensor* grad_output = nullptr;
-      for (const at::Tensor& t : outputs) {
-        if (!t.defined()) continue;
-        TensorInfo info = Describe(t);
-        if (HasNonFinite(info.stats)) {
-          outputs_finite = false;
-          outputs_have_nan = outputs_have_nan || info.stats->nan_count > 0;
-        }
-        sample.outputs.push_back(std::move(info));
-        if (grad_output == nullptr && t.requires_grad() && t.grad_fn()) grad_output = &t;
-      }
-      if (c->inputs_finite && !outputs_finite) {
-        MaybeSetOrigin(layer_names_[c->layer], c->step, outputs_have_nan);
-      }
-      if (grad_output != nullptr && c10::GradMode::is_enabled()) {
-        RegisterBackward(*c, *grad_output);
-      }
-      SetMemoryDelta(c->cuda_device, c->mem_before, &sample);
-      if (c->timer != nullptr) {
-        // GPU time comes from the events, read when they complete (never a sync per module).
-        c->timer->Stop();
-        pending_.push_back(
-            PendingForward{c->layer, c->step, std::move(sample), std::move(c->timer)});
-      } else if (absl::Status s = AddForwardSample(c->layer, c->step, std::move(sample)); !s.ok()) {
-        CountError("add_forward", s.ToString());
-      }
-    }
-    if (active_ && c->is_root && !nan_origin_ && origin_candidate_) {
-      nan_origin_ = origin_candidate_;
-      if (sink_ != nullptr) sink_->OnNanOrigin(*nan_origin_);
-    }
-  } catch (const std::exception& e) {
-    CountError("end_call", e.what());
-  }
+  guest::GuardHook(errors_, "end_call", [&] {
+    mu_.AssertHeld();
+    CloseCall(*c, outputs, end);
+  });
   ReleaseCall(id);
+}
+
+void Tracer::CloseCall(CallState& c, absl::Span<const at::Tensor> outputs, Clock::time_point end) {
+  if (active_ && c.layer != kNoLayer) {
+    ForwardSample sample;
+    sample.latency_ms = Ms(end - c.start);
+    sample.inputs = std::move(c.inputs);
+    sample.outputs.reserve(outputs.size());
+    bool outputs_finite = true;
+    bool outputs_have_nan = false;
+    const at::Tensor* grad_output = nullptr;
+    for (const at::Tensor& t : outputs) {
+      if (!t.defined()) continue;
+      TensorInfo info = Describe(t);
+      if (HasNonFinite(info.stats)) {
+        outputs_finite = false;
+        outputs_have_nan = outputs_have_nan || info.stats->nan_count > 0;
+      }
+      sample.outputs.push_back(std::move(info));
+      if (grad_output == nullptr && t.requires_grad() && t.grad_fn()) grad_output = &t;
+    }
+    if (c.inputs_finite && !outputs_finite) {
+      MaybeSetOrigin(layer_names_[c.layer], c.step, outputs_have_nan);
+    }
+    if (grad_output != nullptr && c10::GradMode::is_enabled()) RegisterBackward(c, *grad_output);
+    SetMemoryDelta(c.cuda_device, c.mem_before, &sample);
+    if (c.timer != nullptr) {
+      // GPU time comes from the events, read when they complete (never a sync per module).
+      c.timer->Stop();
+      pending_.push_back(PendingForward{c.layer, c.step, std::move(sample), std::move(c.timer)});
+    } else if (absl::Status s = AddForwardSample(c.layer, c.step, std::move(sample)); !s.ok()) {
+      errors_.Record("add_forward", s.ToString());
+    }
+  }
+  if (active_ && c.is_root && !nan_origin_ && origin_candidate_) {
+    nan_origin_ = origin_candidate_;
+    NotifySink("event_sink", [&](EventSink& sink) {
+      mu_.AssertHeld();
+      sink.OnNanOrigin(*nan_origin_);
+    });
+  }
 }
 
 void Tracer::AbortCall(CallId id) {
   if (id == kNoCall || ForkedChild()) return;
   absl::MutexLock lock(&mu_);
-  ReleaseCall(id);
+  guest::GuardHook(errors_, "abort_call", [&] {
+    mu_.AssertHeld();
+    ReleaseCall(id);
+  });
 }
 
 // ---- Snapshots ----------------------------------------------------------------------------------
@@ -454,7 +441,7 @@ TraceRecord Tracer::SnapshotLocked() const {
   if (!pending_.empty()) DrainPending(/*wait=*/true);
   TraceRecord record = aggregator_.Snapshot();
   record.metadata.nan_origin = nan_origin_;
-  SetExtra(record.metadata, "hook_errors", absl::StrCat(hook_errors_));
+  SetExtra(record.metadata, "hook_errors", absl::StrCat(errors_.count()));
   return record;
 }
 

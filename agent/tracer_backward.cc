@@ -56,6 +56,20 @@ class PostHook final : public FunctionPostHook {
   const std::shared_ptr<NodeListeners> state_;
 };
 
+// The sample of a backward call that `bc` started, ended at `end`: latency and the output
+// gradient's statistics.
+BackwardSample StartedSample(const BackwardCall& bc, std::chrono::steady_clock::time_point end) {
+  BackwardSample sample;
+  sample.latency_ms = std::max(0.0, Ms(end - bc.start));
+  if (bc.out) {
+    sample.grad_norm = bc.out->norm;
+    sample.grad_mean = bc.out->mean;
+    sample.grad_has_nan = bc.out->has_nan;
+    sample.grad_all_zero = bc.out->all_zero;
+  }
+  return sample;
+}
+
 }  // namespace
 
 // ---- Backward -----------------------------------------------------------------------------------
@@ -76,8 +90,8 @@ std::shared_ptr<NodeListeners> Tracer::ListenersFor(const std::shared_ptr<Node>&
   } else {
     // A node that outlives its forward (the accumulator of a leaf input reused every step) keeps
     // its hook; drop listeners that can no longer fire.
-    auto stale = [this](const Listener& l) {
-      return l.call->epoch != epoch_ ||
+    auto stale = [epoch = epoch_](const Listener& l) {
+      return l.call->epoch != epoch ||
              (l.role == Listener::Role::kInput && l.call->output_node.expired());
     };
     state->listeners.erase(std::remove_if(state->listeners.begin(), state->listeners.end(), stale),
@@ -113,79 +127,80 @@ void Tracer::RegisterBackward(CallState& call, const at::Tensor& output) {
   }
 }
 
+void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample) {
+  if (absl::Status s = aggregator_.AddBackward(layer, sample); !s.ok()) {
+    errors_.Record("add_backward", s.ToString());
+    return;
+  }
+  NotifySink("event_sink", [&](EventSink& sink) { sink.OnBackward(layer, step, sample); });
+}
+
 void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& grads) {
   const Clock::time_point enter = Clock::now();
   if (ForkedChild()) return;
   absl::MutexLock lock(&mu_);
   if (!active_) return;
-  try {
-    if (!pending_.empty()) DrainPending(/*wait=*/true);
-    // Gradient statistics per input slot of the node, computed at most once per firing.
-    std::vector<std::pair<uint32_t, std::optional<GradStats>>> computed;
-    auto stats_for = [&](uint32_t nr) -> const std::optional<GradStats>& {
-      for (const auto& [k, v] : computed) {
-        if (k == nr) return v;
+  guest::GuardHook(errors_, "grad_ready", [&] {
+    mu_.AssertHeld();
+    GradReadyLocked(node, grads, enter);
+  });
+}
+
+void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
+                             Clock::time_point enter) {
+  if (!pending_.empty()) DrainPending(/*wait=*/true);
+  // Gradient statistics per input slot of the node, computed at most once per firing.
+  std::vector<std::pair<uint32_t, std::optional<GradStats>>> computed;
+  auto stats_for = [&](uint32_t nr) -> const std::optional<GradStats>& {
+    for (const auto& [k, v] : computed) {
+      if (k == nr) return v;
+    }
+    std::optional<GradStats> stats;
+    if (nr < grads.size() && grads[nr].defined()) {
+      absl::StatusOr<GradStats> s = ComputeGradStats(grads[nr]);
+      if (s.ok()) {
+        stats = *s;
+      } else {
+        errors_.Record("grad_stats", s.status().ToString());
       }
-      std::optional<GradStats> stats;
-      if (nr < grads.size() && grads[nr].defined()) {
-        absl::StatusOr<GradStats> s = ComputeGradStats(grads[nr]);
-        if (s.ok()) {
-          stats = *s;
-        } else {
-          CountError("grad_stats", s.status().ToString());
-        }
-      }
-      computed.emplace_back(nr, stats);
-      return computed.back().second;
-    };
-    bool any_started = false;
-    // Starts first, so that a call whose output is its input (Identity) starts and ends here.
+    }
+    computed.emplace_back(nr, stats);
+    return computed.back().second;
+  };
+  bool any_started = false;
+  // Starts first, so that a call whose output is its input (Identity) starts and ends here.
+  for (Listener& l : node.listeners) {
+    if (l.role != Listener::Role::kOutput || l.call->epoch != epoch_) continue;
+    l.call->out = stats_for(l.nr);
+    if (l.nr < grads.size() && grads[l.nr].defined() && grads[l.nr].is_cuda()) {
+      l.call->cuda_device = grads[l.nr].device();
+      l.call->mem_before = SampleDeviceMemory(*l.call->cuda_device);
+    }
+    l.call->started = true;
+    l.call->start = enter;
+    any_started = true;
+  }
+  for (Listener& l : node.listeners) {
+    if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
+    BackwardCall& bc = *l.call;
+    BackwardSample sample = StartedSample(bc, enter);
+    if (const std::optional<GradStats>& in = stats_for(l.nr)) {
+      sample.grad_in_norm = in->norm;
+      sample.grad_in_mean = in->mean;
+      sample.grad_in_has_nan = in->has_nan;
+    }
+    SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
+    bc.started = false;
+    AddBackwardSample(bc.layer, bc.step, sample);
+  }
+  if (any_started) {
+    // Our own work in this hook is not part of the layers' backward time.
+    const Clock::time_point exit = Clock::now();
     for (Listener& l : node.listeners) {
-      if (l.role != Listener::Role::kOutput || l.call->epoch != epoch_) continue;
-      l.call->out = stats_for(l.nr);
-      if (l.nr < grads.size() && grads[l.nr].defined() && grads[l.nr].is_cuda()) {
-        l.call->cuda_device = grads[l.nr].device();
-        l.call->mem_before = SampleDeviceMemory(*l.call->cuda_device);
-      }
-      l.call->started = true;
-      l.call->start = enter;
-      any_started = true;
-    }
-    for (Listener& l : node.listeners) {
-      if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
-      BackwardCall& bc = *l.call;
-      BackwardSample sample;
-      sample.latency_ms = std::max(0.0, Ms(enter - bc.start));
-      if (bc.out) {
-        sample.grad_norm = bc.out->norm;
-        sample.grad_mean = bc.out->mean;
-        sample.grad_has_nan = bc.out->has_nan;
-        sample.grad_all_zero = bc.out->all_zero;
-      }
-      if (const std::optional<GradStats>& in = stats_for(l.nr)) {
-        sample.grad_in_norm = in->norm;
-        sample.grad_in_mean = in->mean;
-        sample.grad_in_has_nan = in->has_nan;
-      }
-      SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
-      bc.started = false;
-      if (absl::Status s = aggregator_.AddBackward(bc.layer, sample); !s.ok()) {
-        CountError("add_backward", s.ToString());
-      } else if (sink_ != nullptr) {
-        sink_->OnBackward(bc.layer, bc.step, sample);
+      if (l.role == Listener::Role::kOutput && l.call->epoch == epoch_ && l.call->started) {
+        l.call->start = exit;
       }
     }
-    if (any_started) {
-      // Our own work in this hook is not part of the layers' backward time.
-      const Clock::time_point exit = Clock::now();
-      for (Listener& l : node.listeners) {
-        if (l.role == Listener::Role::kOutput && l.call->epoch == epoch_ && l.call->started) {
-          l.call->start = exit;
-        }
-      }
-    }
-  } catch (const std::exception& e) {
-    CountError("backward_hook", e.what());
   }
 }
 
@@ -194,27 +209,23 @@ void Tracer::OnNodeDone(NodeListeners& node) {
   if (ForkedChild()) return;
   absl::MutexLock lock(&mu_);
   if (!active_) return;
+  guest::GuardHook(errors_, "node_done", [&] {
+    mu_.AssertHeld();
+    NodeDoneLocked(node, end);
+  });
+}
+
+void Tracer::NodeDoneLocked(NodeListeners& node, Clock::time_point end) {
   for (Listener& l : node.listeners) {
     BackwardCall& bc = *l.call;
     if (l.role != Listener::Role::kOutput || bc.epoch != epoch_ || bc.has_input_edge ||
         !bc.started) {
       continue;
     }
-    BackwardSample sample;
-    sample.latency_ms = std::max(0.0, Ms(end - bc.start));
-    if (bc.out) {
-      sample.grad_norm = bc.out->norm;
-      sample.grad_mean = bc.out->mean;
-      sample.grad_has_nan = bc.out->has_nan;
-      sample.grad_all_zero = bc.out->all_zero;
-    }
+    BackwardSample sample = StartedSample(bc, end);
     SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
     bc.started = false;
-    if (absl::Status s = aggregator_.AddBackward(bc.layer, sample); !s.ok()) {
-      CountError("add_backward", s.ToString());
-    } else if (sink_ != nullptr) {
-      sink_->OnBackward(bc.layer, bc.step, sample);
-    }
+    AddBackwardSample(bc.layer, bc.step, sample);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
+#include "guest/hook_guard.h"
 #include "client/daemon_client.h"
 #include "protocol/address.h"
 #include "protocol/events.h"
@@ -288,41 +289,39 @@ class SessionEngine {
     CloseStream(kCloseWaitS, total_time_ms);
     absl::StatusOr<TraceRecord> record = tracer_->Finalize(total_time_ms);
     if (!record.ok()) {
-      tracer_->RecordHookError("finalize", record.status().ToString());
+      tracer_->errors().Record("finalize", record.status().ToString());
       final_ = Decorate(tracer_->Snapshot());
       return;
     }
     final_ = Decorate(*std::move(record));
     if (watching) {
       if (absl::Status s = WriteTraceFile(watch_path_, *final_); !s.ok()) {
-        tracer_->RecordHookError("watch_final_flush", s.ToString());
+        tracer_->errors().Record("watch_final_flush", s.ToString());
       }
     }
   }
 
   // ---- Hot path ----------------------------------------------------------------------------
+  // The module-call hooks (session.py's _TracedForward): never raise into the user's forward.
   int64_t Pre(int layer, bool is_root, py::handle args, py::handle kwargs) {
-    try {
+    Tracer::CallId call = Tracer::kNoCall;
+    guest::GuardHook(tracer_->errors(), "pre_hook", [&] {
       TensorList tensors;
       Flatten(args.ptr(), 0, &tensors);
       if (kwargs.ptr() != nullptr && !kwargs.is_none()) Flatten(kwargs.ptr(), 0, &tensors);
-      return tracer_->BeginCall(layer, is_root, tensors);
-    } catch (const std::exception& e) {
-      tracer_->RecordHookError("pre_hook", e.what());
-      return Tracer::kNoCall;
-    }
+      call = tracer_->BeginCall(layer, is_root, tensors);
+    });
+    return call;
   }
 
   void Post(int64_t call, py::handle output) {
     if (call == Tracer::kNoCall) return;
-    try {
+    const bool ok = guest::GuardHook(tracer_->errors(), "post_hook", [&] {
       TensorList tensors;
       Flatten(output.ptr(), 0, &tensors);
       tracer_->EndCall(call, tensors);
-    } catch (const std::exception& e) {
-      tracer_->RecordHookError("post_hook", e.what());
-      tracer_->AbortCall(call);
-    }
+    });
+    if (!ok) tracer_->AbortCall(call);
   }
 
   void Abort(int64_t call) { tracer_->AbortCall(call); }
