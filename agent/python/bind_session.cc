@@ -15,11 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/daemon_sink.h"
+#include "agent/python/status_translate.h"
 #include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
-#include "guest/hook_guard.h"
 #include "client/daemon_client.h"
+#include "guest/hook_guard.h"
 #include "protocol/address.h"
 #include "protocol/events.h"
 #include "trace/anomaly.h"
@@ -76,27 +77,6 @@ void Flatten(PyObject* obj, int depth, TensorList* out) {
     out->push_back(THPVariable_Unpack(obj));
   } else if (is_tensor < 0) {
     PyErr_Clear();
-  }
-}
-
-// absl::Status -> the Python exception a user expects.
-[[noreturn]] void ThrowStatus(const absl::Status& status) {
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      throw py::value_error(message);
-    case absl::StatusCode::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kPermissionDenied:
-      PyErr_SetString(PyExc_PermissionError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kResourceExhausted:
-      PyErr_SetString(PyExc_OSError, message.c_str());
-      throw py::error_already_set();
-    default:
-      throw std::runtime_error(message);
   }
 }
 
@@ -247,13 +227,7 @@ class SessionEngine {
   void SetMetadata(const py::dict& metadata) { tracer_->SetMetadata(ToMetadata(metadata)); }
 
   void Start() {
-    if (absl::Status s = tracer_->Start(); !s.ok()) {
-      if (s.code() == absl::StatusCode::kFailedPrecondition) {
-        PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
-        throw py::error_already_set();
-      }
-      ThrowStatus(s);
-    }
+    if (absl::Status s = tracer_->Start(); !s.ok()) ThrowStatus(s);
     final_.reset();
     if (sink_ == nullptr) closed_stats_.reset();  // This block does not stream.
   }
@@ -355,7 +329,7 @@ class SessionEngine {
       py::gil_scoped_release release;
       s = WriteTraceFile(path, record);
     }
-    if (!s.ok()) ThrowStatus(s);
+    if (!s.ok()) ThrowStatus(s, path);
   }
 
   std::string RecordJson(int indent) const {
