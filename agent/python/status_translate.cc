@@ -1,5 +1,7 @@
 #include "agent/python/status_translate.h"
 
+#include <pybind11/stl.h>
+
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -12,7 +14,7 @@ namespace {
 namespace py = pybind11;
 
 // An OSError subclass with a known errno: OSError(errno, strerror, filename) fills .errno,
-// .strerror and .filename.
+// .strerror and .filename (str(e) shows them).
 py::object OsErrorWithErrno(PyObject* type, int err, const std::string& message,
                             std::string_view path) {
   py::handle cls(type);
@@ -20,13 +22,8 @@ py::object OsErrorWithErrno(PyObject* type, int err, const std::string& message,
   return cls(err, message, std::string(path));
 }
 
-// An OSError subclass without an errno: the message, and .filename when a path is known.
-py::object OsError(PyObject* type, const std::string& message, std::string_view path) {
-  py::object exc = py::handle(type)(message);
-  if (!path.empty()) exc.attr("filename") = std::string(path);
-  return exc;
-}
-
+// Any other exception type (an OSError subclass without an errno too: its str() would read
+// "[Errno None] ..." with a .filename): the path, if any, prefixes the message.
 py::object Plain(PyObject* type, const std::string& message, std::string_view path) {
   return py::handle(type)(path.empty() ? message : absl::StrCat(std::string(path), ": ", message));
 }
@@ -54,11 +51,11 @@ py::object StatusToException(const absl::Status& status, std::string_view path) 
     case absl::StatusCode::kPermissionDenied:
       return OsErrorWithErrno(PyExc_PermissionError, EACCES, message, path);
     case absl::StatusCode::kResourceExhausted:
-      return OsError(PyExc_OSError, message, path);
+      return Plain(PyExc_OSError, message, path);
     case absl::StatusCode::kUnavailable:
-      return OsError(PyExc_ConnectionError, message, path);
+      return Plain(PyExc_ConnectionError, message, path);
     case absl::StatusCode::kDeadlineExceeded:
-      return OsError(PyExc_TimeoutError, message, path);
+      return Plain(PyExc_TimeoutError, message, path);
     case absl::StatusCode::kFailedPrecondition:
       return Plain(PyExc_RuntimeError, message, path);
     case absl::StatusCode::kUnimplemented:

@@ -6,7 +6,7 @@
 //   NotFound                    -> FileNotFoundError  errno ENOENT, .filename = path
 //   AlreadyExists               -> FileExistsError    errno EEXIST, .filename = path
 //   PermissionDenied            -> PermissionError    errno EACCES, .filename = path
-//   ResourceExhausted           -> OSError            disk full, quota, descriptors; .filename
+//   ResourceExhausted           -> OSError            disk full, quota, descriptors
 //   FailedPrecondition          -> RuntimeError       the call is well formed but the object's
 //                                                     state forbids it (a session already active,
 //                                                     a forked child): ValueError would blame the
@@ -18,8 +18,8 @@
 //   anything else               -> RuntimeError       "INTERNAL: message" (the code is named,
 //                                                     since the type does not say it)
 //
-// The message is the Status message. With a `path`, the OSError subclasses carry it as .filename
-// (str(e) shows it), and the other exceptions are prefixed "path: ".
+// The message is the Status message. With a `path`, the three with an errno carry it as .filename
+// (str(e) shows it: "[Errno 2] message: 'path'"); the others are prefixed "path: ".
 //
 // REQUIRES: the GIL is held.
 #ifndef TRACETORCH_AGENT_PYTHON_STATUS_TRANSLATE_H_

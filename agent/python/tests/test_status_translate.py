@@ -47,13 +47,14 @@ def test_each_code_maps_to_one_exception_type(code):
 
 
 @pytest.mark.parametrize("code", sorted(TABLE))
-def test_a_path_is_the_filename_of_os_errors_and_a_prefix_otherwise(code):
+def test_a_path_is_the_filename_of_errno_errors_and_a_prefix_otherwise(code):
     exc = _C._status_to_exception(code, "boom", "/data/trace.json")
-    if isinstance(exc, OSError):
+    if TABLE[code][1] is not None:  # Those with an errno.
         assert exc.filename == "/data/trace.json"
-        assert "boom" in str(exc)
+        assert str(exc) == f"[Errno {exc.errno}] boom: '/data/trace.json'"
     else:
-        assert str(exc).startswith("/data/trace.json: ")
+        assert str(exc).startswith("/data/trace.json: ") and "boom" in str(exc)
+        assert getattr(exc, "filename", None) is None
 
 
 def test_ok_and_unknown_names_are_not_error_codes():
