@@ -20,7 +20,12 @@ absl::StatusOr<std::unique_ptr<WatchFlusher>> WatchFlusher::Start(Options option
   }
   if (!options.snapshot) return absl::InvalidArgumentError("no snapshot function");
   std::unique_ptr<WatchFlusher> flusher(new WatchFlusher(std::move(options)));
-  flusher->thread_ = std::make_unique<std::thread>([f = flusher.get()] { f->Run(); });
+  try {
+    flusher->thread_ = std::make_unique<std::thread>([f = flusher.get()] { f->Run(); });
+  } catch (const std::exception& e) {  // std::system_error: no thread to be had.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot start the watch flusher thread: ", e.what()));
+  }
   return flusher;
 }
 

@@ -60,7 +60,8 @@ class WatchFlusher {
   };
 
   // Starts the thread; the first flush happens one interval after the start.
-  // InvalidArgument if `path` is empty, `interval` is below kMinInterval, or `snapshot` is empty.
+  // InvalidArgument if `path` is empty, `interval` is below kMinInterval, or `snapshot` is empty;
+  // ResourceExhausted if no thread can be started.
   static absl::StatusOr<std::unique_ptr<WatchFlusher>> Start(Options options);
   static absl::StatusOr<std::unique_ptr<WatchFlusher>> Start(std::string path,
                                                              absl::Duration interval,
