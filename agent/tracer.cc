@@ -1,121 +1,30 @@
 #include "agent/tracer.h"
 
 #include <c10/core/GradMode.h>
-#include <pthread.h>
 #include <torch/csrc/autograd/edge.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
-#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "guest/log.h"
+#include "agent/tracer_internal.h"
+#include "guest/hook_guard.h"
 
 namespace tracetorch::agent {
-
-// ---- Backward bookkeeping -------------------------------------------------------------------
-// The fields below are guarded by the owning Tracer's mu_ (they are only touched in its methods).
-
-// One forward call's backward: started by the gradient of its output, ended by the gradient at its
-// input (or by the output's node finishing when no input needs a gradient).
-struct BackwardCall {
-  Tracer::LayerId layer = Tracer::kNoLayer;
-  int64_t step = 0;  // Of the forward call.
-  uint64_t epoch = 0;
-  bool has_input_edge = false;
-  std::weak_ptr<NodeListeners> output_node;  // Expired: no further backward can start.
-  bool started = false;
-  std::chrono::steady_clock::time_point start;
-  std::optional<GradStats> out;
-  std::optional<c10::Device> cuda_device;
-  std::optional<DeviceMemory> mem_before;  // CUDA only.
-};
-
-struct Listener {
-  enum class Role : uint8_t { kOutput, kInput };
-  Role role = Role::kOutput;
-  uint32_t nr = 0;  // Index of the gradient in the node's inputs.
-  std::shared_ptr<BackwardCall> call;
-};
-
-struct NodeListeners {
-  std::weak_ptr<torch::autograd::Node> node;
-  std::vector<Listener> listeners;
-  bool has_post_hook = false;
-};
-
 namespace {
 
-using torch::autograd::FunctionPostHook;
-using torch::autograd::FunctionPreHook;
-using torch::autograd::Node;
-using torch::autograd::variable_list;
+using tracer_internal::kMinNodePrune;
+using tracer_internal::Ms;
+using tracer_internal::SetMemoryDelta;
 
-constexpr size_t kMaxCalls = 1 << 16;          // Concurrently open calls (a leak guard).
-constexpr size_t kMaxCacheEntries = 1 << 16;   // Distinct tensors reduced in one forward.
-constexpr size_t kMaxListenersPerNode = 1024;  // Oldest dropped past this.
-constexpr size_t kMinNodePrune = 4096;
-
-std::atomic<uint64_t> g_fork_epoch{0};
-void OnForkChild() { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); }
-
-void InstallForkHandler() {
-  static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
-}
-
-double Ms(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
-class PreHook final : public FunctionPreHook {
- public:
-  PreHook(std::weak_ptr<Tracer> tracer, std::shared_ptr<NodeListeners> state)
-      : tracer_(std::move(tracer)), state_(std::move(state)) {}
-  variable_list operator()(const variable_list& grads) override {
-    if (std::shared_ptr<Tracer> tracer = tracer_.lock()) tracer->OnGradReady(*state_, grads);
-    return grads;
-  }
-  const NodeListeners* state() const { return state_.get(); }
-
- private:
-  const std::weak_ptr<Tracer> tracer_;
-  const std::shared_ptr<NodeListeners> state_;
-};
-
-class PostHook final : public FunctionPostHook {
- public:
-  PostHook(std::weak_ptr<Tracer> tracer, std::shared_ptr<NodeListeners> state)
-      : tracer_(std::move(tracer)), state_(std::move(state)) {}
-  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
-    if (std::shared_ptr<Tracer> tracer = tracer_.lock()) tracer->OnNodeDone(*state_);
-    return outputs;
-  }
-  const NodeListeners* state() const { return state_.get(); }
-
- private:
-  const std::weak_ptr<Tracer> tracer_;
-  const std::shared_ptr<NodeListeners> state_;
-};
+constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak guard).
+constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
 
 bool HasNonFinite(const std::optional<TensorStats>& s) {
   return s.has_value() && (s->nan_count > 0 || s->inf_count > 0);
-}
-
-// Fills the sample's memory deltas from `before` (CUDA only).
-template <typename Sample>
-void SetMemoryDelta(const std::optional<c10::Device>& device,
-                    const std::optional<DeviceMemory>& before, Sample* sample) {
-  if (!device || !before) return;
-  if (std::optional<DeviceMemory> after = SampleDeviceMemory(*device)) {
-    sample->mem_alloc_delta = after->allocated - before->allocated;
-    sample->mem_reserved_delta = after->reserved - before->reserved;
-  }
 }
 
 void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_value) {
@@ -135,14 +44,12 @@ void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_
 absl::StatusOr<std::shared_ptr<Tracer>> Tracer::Create(TracerOptions options,
                                                        TraceMetadata metadata) {
   if (absl::Status s = options.thresholds.Validate(); !s.ok()) return s;
-  InstallForkHandler();
   return std::shared_ptr<Tracer>(new Tracer(std::move(options), std::move(metadata)));
 }
 
 Tracer::Tracer(TracerOptions options, TraceMetadata metadata)
     : options_(std::move(options)),
       stats_mode_(options_.capture_stats ? StatsMode::kFull : StatsMode::kNonFiniteOnly),
-      fork_epoch_(g_fork_epoch.load(std::memory_order_relaxed)),
       aggregator_(std::move(metadata)),
       prune_nodes_at_(kMinNodePrune) {}
 
@@ -153,16 +60,11 @@ Tracer::~Tracer() {
   DetachHooks();
 }
 
-bool Tracer::ForkedChild() const {
-  return g_fork_epoch.load(std::memory_order_relaxed) != fork_epoch_;
-}
-
-bool Tracer::Recording() const { return active_ && !ForkedChild(); }
-
 absl::StatusOr<Tracer::LayerId> Tracer::DeclareLayer(const LayerInfo& info) {
+  if (ForkedChild())
+    return absl::FailedPreconditionError("cannot declare layers in a forked child");
   absl::StatusOr<LayerId> id = aggregator_.DeclareLayer(info);
   if (!id.ok()) return id;
-  if (ForkedChild()) return id;
   absl::MutexLock lock(&mu_);
   if (static_cast<size_t>(*id) >= layer_names_.size()) {
     layer_names_.resize(*id + 1);
@@ -170,7 +72,7 @@ absl::StatusOr<Tracer::LayerId> Tracer::DeclareLayer(const LayerInfo& info) {
   }
   layer_names_[*id] = info.full_name;
   layer_infos_[*id] = info;
-  if (sink_ != nullptr) sink_->OnLayerDeclared(*id, info);
+  NotifySink("event_sink", [&](EventSink& sink) { sink.OnLayerDeclared(*id, info); });
   return id;
 }
 
@@ -181,21 +83,27 @@ void Tracer::SetEventSink(std::shared_ptr<EventSink> sink) {
     absl::MutexLock lock(&mu_);
     old = std::move(sink_);
     sink_ = std::move(sink);
-    if (sink_ != nullptr) {
+    NotifySink("event_sink", [&](EventSink& s) {
+      mu_.AssertHeld();
       for (size_t i = 0; i < layer_infos_.size(); ++i) {
-        if (layer_infos_[i].has_value()) {
-          sink_->OnLayerDeclared(static_cast<LayerId>(i), *layer_infos_[i]);
-        }
+        if (layer_infos_[i].has_value())
+          s.OnLayerDeclared(static_cast<LayerId>(i), *layer_infos_[i]);
       }
-    }
+    });
   }
   // `old` is released here, outside the lock (its destructor may wait for a thread).
+}
+
+void Tracer::NotifySink(std::string_view cause, absl::FunctionRef<void(EventSink&)> fn) const {
+  if (sink_ == nullptr) return;
+  EventSink& sink = *sink_;
+  guest::GuardHook(errors_, cause, [&] { fn(sink); });
 }
 
 absl::Status Tracer::AddForwardSample(LayerId layer, int64_t step, ForwardSample sample) const {
   // The sink reads the sample before the aggregator takes it (no copy). Layers are checked at
   // BeginCall, so the aggregator accepts every sample that gets here.
-  if (sink_ != nullptr) sink_->OnForward(layer, step, sample);
+  NotifySink("event_sink", [&](EventSink& sink) { sink.OnForward(layer, step, sample); });
   return aggregator_.AddForward(layer, std::move(sample));
 }
 
@@ -207,7 +115,7 @@ absl::Status Tracer::Start() {
   aggregator_.ResetObservations();
   ++epoch_;
   steps_ = 0;
-  hook_errors_ = 0;
+  errors_.Reset();
   tensor_reductions_ = 0;
   nan_origin_.reset();
   origin_candidate_.reset();
@@ -241,25 +149,7 @@ void Tracer::SetMetadata(TraceMetadata metadata) {
 
 // ---- Errors -------------------------------------------------------------------------------------
 
-void Tracer::CountError(std::string_view cause, std::string_view message) {
-  ++hook_errors_;
-  guest::WarnOnce(cause,
-           absl::StrCat("tracetorch: hook error (", std::string(cause), "): ", std::string(message),
-                        "; tracing continues, later errors of this kind are only counted "
-                        "in metadata hook_errors"));
-}
-
-void Tracer::RecordHookError(std::string_view cause, std::string_view message) {
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  CountError(cause, message);
-}
-
-int64_t Tracer::hook_errors() const {
-  if (ForkedChild()) return 0;
-  absl::MutexLock lock(&mu_);
-  return hook_errors_;
-}
+int64_t Tracer::hook_errors() const { return ForkedChild() ? 0 : errors_.count(); }
 
 int64_t Tracer::tensor_reductions() const {
   if (ForkedChild()) return 0;
@@ -312,7 +202,7 @@ TensorInfo Tracer::Describe(const at::Tensor& t) {
   absl::StatusOr<TensorStats> stats = ComputeTensorStats(t, stats_mode_);
   ++tensor_reductions_;
   if (!stats.ok()) {
-    CountError("tensor_stats", stats.status().ToString());
+    errors_.Record("tensor_stats", stats.status().ToString());
     return info;
   }
   info.stats = *stats;
@@ -357,7 +247,10 @@ void Tracer::ReleaseCall(CallId id) {
 void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) {
   if (nan_origin_.has_value()) return;
   nan_origin_ = NanOrigin{std::string(layer), step, is_nan};
-  if (sink_ != nullptr) sink_->OnNanOrigin(*nan_origin_);
+  NotifySink("event_sink", [&](EventSink& sink) {
+    mu_.AssertHeld();
+    sink.OnNanOrigin(*nan_origin_);
+  });
 }
 
 Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs) {
@@ -365,93 +258,102 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   absl::MutexLock lock(&mu_);
   if (!active_) return kNoCall;
   if (layer != kNoLayer && (layer < 0 || static_cast<size_t>(layer) >= layer_names_.size())) {
-    CountError("unknown_layer", absl::StrCat("BeginCall for undeclared layer ", layer));
+    errors_.Record("unknown_layer", absl::StrCat("BeginCall for undeclared layer ", layer));
     return kNoCall;
   }
-  try {
-    if (active_calls_ == 0) {  // A new forward.
-      stats_cache_.clear();
-      if (!pending_.empty()) DrainPending(/*wait=*/false);
-    }
-    uint32_t slot;
-    if (!free_calls_.empty()) {
-      slot = free_calls_.back();
-      free_calls_.pop_back();
-    } else if (calls_.size() < kMaxCalls) {
-      slot = static_cast<uint32_t>(calls_.size());
-      calls_.emplace_back();
-    } else {
-      CountError("too_many_open_calls", "more than 65536 module calls open at once");
-      return kNoCall;
-    }
-    static std::atomic<uint32_t> next_generation{1};
-    CallState& c = calls_[slot];
-    c.in_use = true;
-    c.generation = next_generation.fetch_add(1, std::memory_order_relaxed);
-    c.layer = layer;
-    c.is_root = is_root;
-    c.inputs.clear();
-    c.inputs_finite = true;
-    c.inputs_have_nan = false;
-    c.input_node.reset();
-    c.input_nr = 0;
-    c.cuda_device.reset();
-    c.mem_before.reset();
-    c.timer.reset();
-    if (is_root) {
-      c.step = steps_++;
-      origin_candidate_.reset();
-    } else {
-      c.step = std::max<int64_t>(steps_ - 1, 0);
-    }
-    ++active_calls_;
-    const CallId id = (static_cast<int64_t>(c.generation) << 32) | (slot + 1);
+  CallId id = kNoCall;
+  const bool ok = guest::GuardHook(errors_, "begin_call", [&] {
+    mu_.AssertHeld();
+    id = OpenCall(layer, is_root);
+    if (id != kNoCall) RecordInputs(*FindCall(id), inputs);
+  });
+  if (ok) return id;
+  ReleaseCall(id);  // A half-made call is not left open (a no-op for kNoCall).
+  return kNoCall;
+}
 
+Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
+  if (active_calls_ == 0) {  // A new forward.
+    stats_cache_.clear();
+    if (!pending_.empty()) DrainPending(/*wait=*/false);
+  }
+  uint32_t slot;
+  if (!free_calls_.empty()) {
+    slot = free_calls_.back();
+    free_calls_.pop_back();
+  } else if (calls_.size() < kMaxCalls) {
+    slot = static_cast<uint32_t>(calls_.size());
+    calls_.emplace_back();
+  } else {
+    errors_.Record("too_many_open_calls", "more than 65536 module calls open at once");
+    return kNoCall;
+  }
+  static std::atomic<uint32_t> next_generation{1};
+  CallState& c = calls_[slot];
+  c.in_use = true;
+  c.generation = next_generation.fetch_add(1, std::memory_order_relaxed);
+  c.layer = layer;
+  c.is_root = is_root;
+  c.inputs.clear();
+  c.inputs_finite = true;
+  c.inputs_have_nan = false;
+  c.input_node.reset();
+  c.input_nr = 0;
+  c.cuda_device.reset();
+  c.mem_before.reset();
+  c.timer.reset();
+  if (is_root) {
+    c.step = steps_++;
+    origin_candidate_.reset();
+  } else {
+    c.step = std::max<int64_t>(steps_ - 1, 0);
+  }
+  ++active_calls_;
+  return (static_cast<int64_t>(c.generation) << 32) | (slot + 1);
+}
+
+void Tracer::RecordInputs(CallState& c, absl::Span<const at::Tensor> inputs) {
+  const LayerId layer = c.layer;
+  for (const at::Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    TensorInfo info = Describe(t);
+    if (HasNonFinite(info.stats)) {
+      c.inputs_finite = false;
+      c.inputs_have_nan = c.inputs_have_nan || info.stats->nan_count > 0;
+    }
+    if (layer != kNoLayer) c.inputs.push_back(std::move(info));
+  }
+  if (!c.inputs_finite) {
+    if (c.is_root) {
+      MaybeSetOrigin(NanOrigin::kModelInput, c.step, c.inputs_have_nan);
+    } else if (!origin_candidate_ && layer != kNoLayer) {
+      origin_candidate_ = NanOrigin{layer_names_[layer], c.step, c.inputs_have_nan};
+    }
+  }
+  if (layer != kNoLayer && c10::GradMode::is_enabled()) {
     for (const at::Tensor& t : inputs) {
-      if (!t.defined()) continue;
-      TensorInfo info = Describe(t);
-      if (HasNonFinite(info.stats)) {
-        c.inputs_finite = false;
-        c.inputs_have_nan = c.inputs_have_nan || info.stats->nan_count > 0;
+      if (!t.defined() || !t.requires_grad()) continue;
+      torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(t);
+      if (edge.function) {
+        c.input_node = std::move(edge.function);
+        c.input_nr = edge.input_nr;
       }
-      if (layer != kNoLayer) c.inputs.push_back(std::move(info));
+      break;
     }
-    if (!c.inputs_finite) {
-      if (is_root) {
-        MaybeSetOrigin(NanOrigin::kModelInput, c.step, c.inputs_have_nan);
-      } else if (!origin_candidate_ && layer != kNoLayer) {
-        origin_candidate_ = NanOrigin{layer_names_[layer], c.step, c.inputs_have_nan};
-      }
-    }
-    if (layer != kNoLayer && c10::GradMode::is_enabled()) {
-      for (const at::Tensor& t : inputs) {
-        if (!t.defined() || !t.requires_grad()) continue;
-        torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(t);
-        if (edge.function) {
-          c.input_node = std::move(edge.function);
-          c.input_nr = edge.input_nr;
-        }
+  }
+  if (layer != kNoLayer) {
+    for (const at::Tensor& t : inputs) {
+      if (t.defined() && t.is_cuda()) {
+        c.cuda_device = t.device();
         break;
       }
     }
-    if (layer != kNoLayer) {
-      for (const at::Tensor& t : inputs) {
-        if (t.defined() && t.is_cuda()) {
-          c.cuda_device = t.device();
-          break;
-        }
-      }
-      if (c.cuda_device) {
-        c.mem_before = SampleDeviceMemory(*c.cuda_device);
-        c.timer = DeviceTimer::Start(*c.cuda_device);
-      }
+    if (c.cuda_device) {
+      c.mem_before = SampleDeviceMemory(*c.cuda_device);
+      c.timer = DeviceTimer::Start(*c.cuda_device);
     }
-    c.start = Clock::now();
-    return id;
-  } catch (const std::exception& e) {
-    CountError("begin_call", e.what());
-    return kNoCall;
   }
+  c.start = Clock::now();
 }
 
 void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs) {
@@ -463,240 +365,61 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::tim
   absl::MutexLock lock(&mu_);
   CallState* c = FindCall(id);
   if (c == nullptr) return;
-  try {
-    if (active_ && c->layer != kNoLayer) {
-      ForwardSample sample;
-      sample.latency_ms = Ms(end - c->start);
-      sample.inputs = std::move(c->inputs);
-      sample.outputs.reserve(outputs.size());
-      bool outputs_finite = true;
-      bool outputs_have_nan = false;
-      const at::Tensor* grad_output = nullptr;
-      for (const at::Tensor& t : outputs) {
-        if (!t.defined()) continue;
-        TensorInfo info = Describe(t);
-        if (HasNonFinite(info.stats)) {
-          outputs_finite = false;
-          outputs_have_nan = outputs_have_nan || info.stats->nan_count > 0;
-        }
-        sample.outputs.push_back(std::move(info));
-        if (grad_output == nullptr && t.requires_grad() && t.grad_fn()) grad_output = &t;
-      }
-      if (c->inputs_finite && !outputs_finite) {
-        MaybeSetOrigin(layer_names_[c->layer], c->step, outputs_have_nan);
-      }
-      if (grad_output != nullptr && c10::GradMode::is_enabled()) {
-        RegisterBackward(*c, *grad_output);
-      }
-      SetMemoryDelta(c->cuda_device, c->mem_before, &sample);
-      if (c->timer != nullptr) {
-        // GPU time comes from the events, read when they complete (never a sync per module).
-        c->timer->Stop();
-        pending_.push_back(
-            PendingForward{c->layer, c->step, std::move(sample), std::move(c->timer)});
-      } else if (absl::Status s = AddForwardSample(c->layer, c->step, std::move(sample)); !s.ok()) {
-        CountError("add_forward", s.ToString());
-      }
-    }
-    if (active_ && c->is_root && !nan_origin_ && origin_candidate_) {
-      nan_origin_ = origin_candidate_;
-      if (sink_ != nullptr) sink_->OnNanOrigin(*nan_origin_);
-    }
-  } catch (const std::exception& e) {
-    CountError("end_call", e.what());
-  }
+  guest::GuardHook(errors_, "end_call", [&] {
+    mu_.AssertHeld();
+    CloseCall(*c, outputs, end);
+  });
   ReleaseCall(id);
+}
+
+void Tracer::CloseCall(CallState& c, absl::Span<const at::Tensor> outputs, Clock::time_point end) {
+  if (active_ && c.layer != kNoLayer) {
+    ForwardSample sample;
+    sample.latency_ms = Ms(end - c.start);
+    sample.inputs = std::move(c.inputs);
+    sample.outputs.reserve(outputs.size());
+    bool outputs_finite = true;
+    bool outputs_have_nan = false;
+    const at::Tensor* grad_output = nullptr;
+    for (const at::Tensor& t : outputs) {
+      if (!t.defined()) continue;
+      TensorInfo info = Describe(t);
+      if (HasNonFinite(info.stats)) {
+        outputs_finite = false;
+        outputs_have_nan = outputs_have_nan || info.stats->nan_count > 0;
+      }
+      sample.outputs.push_back(std::move(info));
+      if (grad_output == nullptr && t.requires_grad() && t.grad_fn()) grad_output = &t;
+    }
+    if (c.inputs_finite && !outputs_finite) {
+      MaybeSetOrigin(layer_names_[c.layer], c.step, outputs_have_nan);
+    }
+    if (grad_output != nullptr && c10::GradMode::is_enabled()) RegisterBackward(c, *grad_output);
+    SetMemoryDelta(c.cuda_device, c.mem_before, &sample);
+    if (c.timer != nullptr) {
+      // GPU time comes from the events, read when they complete (never a sync per module).
+      c.timer->Stop();
+      pending_.push_back(PendingForward{c.layer, c.step, std::move(sample), std::move(c.timer)});
+    } else if (absl::Status s = AddForwardSample(c.layer, c.step, std::move(sample)); !s.ok()) {
+      errors_.Record("add_forward", s.ToString());
+    }
+  }
+  if (active_ && c.is_root && !nan_origin_ && origin_candidate_) {
+    nan_origin_ = origin_candidate_;
+    NotifySink("event_sink", [&](EventSink& sink) {
+      mu_.AssertHeld();
+      sink.OnNanOrigin(*nan_origin_);
+    });
+  }
 }
 
 void Tracer::AbortCall(CallId id) {
   if (id == kNoCall || ForkedChild()) return;
   absl::MutexLock lock(&mu_);
-  ReleaseCall(id);
-}
-
-// ---- Backward -----------------------------------------------------------------------------------
-
-std::shared_ptr<NodeListeners> Tracer::ListenersFor(const std::shared_ptr<Node>& node,
-                                                    bool need_post_hook) {
-  std::shared_ptr<NodeListeners> state;
-  if (auto it = nodes_.find(node.get()); it != nodes_.end()) state = it->second.lock();
-  if (state == nullptr) {
-    state = std::make_shared<NodeListeners>();
-    state->node = node;
-    node->add_pre_hook(std::make_unique<PreHook>(weak_from_this(), state));
-    nodes_[node.get()] = state;
-    if (nodes_.size() >= prune_nodes_at_) {
-      absl::erase_if(nodes_, [](const auto& kv) { return kv.second.expired(); });
-      prune_nodes_at_ = std::max(kMinNodePrune, 2 * nodes_.size());
-    }
-  } else {
-    // A node that outlives its forward (the accumulator of a leaf input reused every step) keeps
-    // its hook; drop listeners that can no longer fire.
-    auto stale = [this](const Listener& l) {
-      return l.call->epoch != epoch_ ||
-             (l.role == Listener::Role::kInput && l.call->output_node.expired());
-    };
-    state->listeners.erase(std::remove_if(state->listeners.begin(), state->listeners.end(), stale),
-                           state->listeners.end());
-    if (state->listeners.size() >= kMaxListenersPerNode) {
-      state->listeners.erase(state->listeners.begin());
-    }
-  }
-  if (need_post_hook && !state->has_post_hook) {
-    node->add_post_hook(std::make_unique<PostHook>(weak_from_this(), state));
-    state->has_post_hook = true;
-  }
-  return state;
-}
-
-void Tracer::RegisterBackward(CallState& call, const at::Tensor& output) {
-  torch::autograd::Edge out_edge = torch::autograd::impl::gradient_edge(output);
-  if (!out_edge.function) return;
-  auto bc = std::make_shared<BackwardCall>();
-  bc->layer = call.layer;
-  bc->step = call.step;
-  bc->epoch = epoch_;
-  bc->has_input_edge = call.input_node != nullptr;
-  std::shared_ptr<NodeListeners> out_state =
-      ListenersFor(out_edge.function, /*need_post_hook=*/!bc->has_input_edge);
-  bc->output_node = out_state;
-  out_state->listeners.push_back(
-      Listener{Listener::Role::kOutput, static_cast<uint32_t>(out_edge.input_nr), bc});
-  if (bc->has_input_edge) {
-    std::shared_ptr<NodeListeners> in_state =
-        ListenersFor(call.input_node, /*need_post_hook=*/false);
-    in_state->listeners.push_back(Listener{Listener::Role::kInput, call.input_nr, bc});
-  }
-}
-
-void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& grads) {
-  const Clock::time_point enter = Clock::now();
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  if (!active_) return;
-  try {
-    if (!pending_.empty()) DrainPending(/*wait=*/true);
-    // Gradient statistics per input slot of the node, computed at most once per firing.
-    std::vector<std::pair<uint32_t, std::optional<GradStats>>> computed;
-    auto stats_for = [&](uint32_t nr) -> const std::optional<GradStats>& {
-      for (const auto& [k, v] : computed) {
-        if (k == nr) return v;
-      }
-      std::optional<GradStats> stats;
-      if (nr < grads.size() && grads[nr].defined()) {
-        absl::StatusOr<GradStats> s = ComputeGradStats(grads[nr]);
-        if (s.ok()) {
-          stats = *s;
-        } else {
-          CountError("grad_stats", s.status().ToString());
-        }
-      }
-      computed.emplace_back(nr, stats);
-      return computed.back().second;
-    };
-    bool any_started = false;
-    // Starts first, so that a call whose output is its input (Identity) starts and ends here.
-    for (Listener& l : node.listeners) {
-      if (l.role != Listener::Role::kOutput || l.call->epoch != epoch_) continue;
-      l.call->out = stats_for(l.nr);
-      if (l.nr < grads.size() && grads[l.nr].defined() && grads[l.nr].is_cuda()) {
-        l.call->cuda_device = grads[l.nr].device();
-        l.call->mem_before = SampleDeviceMemory(*l.call->cuda_device);
-      }
-      l.call->started = true;
-      l.call->start = enter;
-      any_started = true;
-    }
-    for (Listener& l : node.listeners) {
-      if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
-      BackwardCall& bc = *l.call;
-      BackwardSample sample;
-      sample.latency_ms = std::max(0.0, Ms(enter - bc.start));
-      if (bc.out) {
-        sample.grad_norm = bc.out->norm;
-        sample.grad_mean = bc.out->mean;
-        sample.grad_has_nan = bc.out->has_nan;
-        sample.grad_all_zero = bc.out->all_zero;
-      }
-      if (const std::optional<GradStats>& in = stats_for(l.nr)) {
-        sample.grad_in_norm = in->norm;
-        sample.grad_in_mean = in->mean;
-        sample.grad_in_has_nan = in->has_nan;
-      }
-      SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
-      bc.started = false;
-      if (absl::Status s = aggregator_.AddBackward(bc.layer, sample); !s.ok()) {
-        CountError("add_backward", s.ToString());
-      } else if (sink_ != nullptr) {
-        sink_->OnBackward(bc.layer, bc.step, sample);
-      }
-    }
-    if (any_started) {
-      // Our own work in this hook is not part of the layers' backward time.
-      const Clock::time_point exit = Clock::now();
-      for (Listener& l : node.listeners) {
-        if (l.role == Listener::Role::kOutput && l.call->epoch == epoch_ && l.call->started) {
-          l.call->start = exit;
-        }
-      }
-    }
-  } catch (const std::exception& e) {
-    CountError("backward_hook", e.what());
-  }
-}
-
-void Tracer::OnNodeDone(NodeListeners& node) {
-  const Clock::time_point end = Clock::now();
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  if (!active_) return;
-  for (Listener& l : node.listeners) {
-    BackwardCall& bc = *l.call;
-    if (l.role != Listener::Role::kOutput || bc.epoch != epoch_ || bc.has_input_edge ||
-        !bc.started) {
-      continue;
-    }
-    BackwardSample sample;
-    sample.latency_ms = std::max(0.0, Ms(end - bc.start));
-    if (bc.out) {
-      sample.grad_norm = bc.out->norm;
-      sample.grad_mean = bc.out->mean;
-      sample.grad_has_nan = bc.out->has_nan;
-      sample.grad_all_zero = bc.out->all_zero;
-    }
-    SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
-    bc.started = false;
-    if (absl::Status s = aggregator_.AddBackward(bc.layer, sample); !s.ok()) {
-      CountError("add_backward", s.ToString());
-    } else if (sink_ != nullptr) {
-      sink_->OnBackward(bc.layer, bc.step, sample);
-    }
-  }
-}
-
-void Tracer::DetachHooks() {
-  for (auto& [key, weak_state] : nodes_) {
-    std::shared_ptr<NodeListeners> state = weak_state.lock();
-    if (state == nullptr) continue;
-    std::shared_ptr<Node> node = state->node.lock();
-    if (node == nullptr) continue;
-    auto& pre = node->pre_hooks();
-    pre.erase(std::remove_if(pre.begin(), pre.end(),
-                             [&](const std::unique_ptr<FunctionPreHook>& h) {
-                               auto* ours = dynamic_cast<PreHook*>(h.get());
-                               return ours != nullptr && ours->state() == state.get();
-                             }),
-              pre.end());
-    auto& post = node->post_hooks();
-    post.erase(std::remove_if(post.begin(), post.end(),
-                              [&](const std::unique_ptr<FunctionPostHook>& h) {
-                                auto* ours = dynamic_cast<PostHook*>(h.get());
-                                return ours != nullptr && ours->state() == state.get();
-                              }),
-               post.end());
-  }
-  nodes_.clear();
-  prune_nodes_at_ = kMinNodePrune;
+  guest::GuardHook(errors_, "abort_call", [&] {
+    mu_.AssertHeld();
+    ReleaseCall(id);
+  });
 }
 
 // ---- Snapshots ----------------------------------------------------------------------------------
@@ -718,7 +441,7 @@ TraceRecord Tracer::SnapshotLocked() const {
   if (!pending_.empty()) DrainPending(/*wait=*/true);
   TraceRecord record = aggregator_.Snapshot();
   record.metadata.nan_origin = nan_origin_;
-  SetExtra(record.metadata, "hook_errors", absl::StrCat(hook_errors_));
+  SetExtra(record.metadata, "hook_errors", absl::StrCat(errors_.count()));
   return record;
 }
 

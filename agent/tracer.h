@@ -32,8 +32,13 @@
 // Calls nest; the first call entered while no call is active starts a new "forward" and empties the
 // statistics cache.
 //
-// Errors: no method throws. Hook-path failures are caught, logged once per cause through the
-// "tracetorch" logger, and counted (TraceMetadata::extra["hook_errors"]).
+// Errors: no method throws. Every entry point the host program calls into (BeginCall, EndCall,
+// AbortCall, the autograd hooks, the sink notifications) does its work under guest::GuardHook
+// (guest/hook_guard.h): a failure there (a c10::Error from torch, an allocation failure, a sink
+// that throws) is caught, logged once per cause through the "tracetorch" logger and counted
+// (hook_errors(), TraceMetadata::extra["hook_errors"]), and the user's forward or backward goes on
+// with its results untouched. Front doors guard their own callbacks with the same counter:
+// guest::GuardHook(tracer.errors(), "pre_hook", [&] { ... }).
 //
 // Thread-safety: every public method is thread-safe. Forward calls may come from several threads
 // and backward hooks run on autograd engine threads; each takes an internal mutex for the short
@@ -41,8 +46,13 @@
 // without it. Stop() removes hooks from nodes still alive: REQUIRES no backward pass running
 // concurrently with Stop().
 //
-// Fork: in a child process created by fork() every hook becomes a no-op, nothing is recorded, and
-// no lock is touched; Snapshot()/Finalize() there return the metadata only.
+// Fork: a Tracer made before fork() is inert in the child and touches no lock there (another
+// thread may have held one at the fork, and that thread is gone): every hook is a no-op (gradients
+// pass through untouched), BeginCall returns kNoCall, Start() and DeclareLayer() return
+// FailedPrecondition, SetMetadata() and SetEventSink() do nothing, Snapshot() returns an empty
+// TraceRecord (no layers, default metadata: the parent's record lives behind those locks),
+// Finalize() returns FailedPrecondition, and steps(), tensor_reductions() and hook_errors() are 0
+// and nan_origin() is nullopt. A Tracer created in the child works normally.
 #ifndef TRACETORCH_AGENT_TRACER_H_
 #define TRACETORCH_AGENT_TRACER_H_
 
@@ -58,12 +68,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "agent/cuda_support.h"
 #include "agent/stats.h"
+#include "guest/fork.h"
+#include "guest/hook_guard.h"
 #include "trace/aggregator.h"
 #include "trace/anomaly.h"
 #include "trace/record.h"
@@ -120,8 +133,9 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  // Declares a layer (see TraceAggregator::DeclareLayer). Layers may be declared at any time.
-  absl::StatusOr<LayerId> DeclareLayer(const LayerInfo& info);
+  // Declares a layer (see TraceAggregator::DeclareLayer). Layers may be declared at any time;
+  // FailedPrecondition in a forked child.
+  absl::StatusOr<LayerId> DeclareLayer(const LayerInfo& info) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Starts recording with a clean slate: observations, steps, NaN origin, hook errors and
   // registered backward hooks of an earlier Start() are forgotten (layers and metadata are kept).
@@ -161,9 +175,12 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // reference until the sink is replaced. No-op in a forked child.
   void SetEventSink(std::shared_ptr<EventSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Counts (and logs once per `cause`) an error in a front door's hook path.
-  void RecordHookError(std::string_view cause, std::string_view message) ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t hook_errors() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The session's hook error counter (reset by Start()), for the front doors' own callbacks:
+  //   guest::GuardHook(tracer->errors(), "post_hook", [&] { ... });
+  //   tracer->errors().Record("finalize", status.ToString());
+  guest::HookErrors& errors() { return errors_; }
+  // Hook failures since Start() (what metadata.extra["hook_errors"] says).
+  int64_t hook_errors() const;
   // Root calls begun since Start() (the number of forward passes).
   int64_t steps() const ABSL_LOCKS_EXCLUDED(mu_);
   // Tensors reduced (statistics computed) since Start(); cache hits are not counted.
@@ -171,6 +188,7 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::optional<NanOrigin> nan_origin() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Backward entry points, called by the hooks this class registers (public for them only).
+  // Guarded like the forward ones: they never throw into the autograd engine.
   void OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& grads)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnNodeDone(NodeListeners& node) ABSL_LOCKS_EXCLUDED(mu_);
@@ -219,9 +237,19 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
 
   Tracer(TracerOptions options, TraceMetadata metadata);
 
-  bool ForkedChild() const;
-  bool Recording() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CountError(std::string_view cause, std::string_view message)
+  bool ForkedChild() const { return fork_owner_.InForkedChild(); }
+  // Takes a free call slot for a new call and resets it; kNoCall when too many calls are open.
+  CallId OpenCall(LayerId layer, bool is_root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Describes the call's inputs, checks them for NaN/Inf and captures the gradient edge, the CUDA
+  // memory and timer; then starts the clock.
+  void RecordInputs(CallState& c, absl::Span<const at::Tensor> inputs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the forward sample of `c` (outputs, NaN origin, backward hooks).
+  void CloseCall(CallState& c, absl::Span<const at::Tensor> outputs, Clock::time_point end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls `fn(*sink_)` if there is a sink, under the guard (a sink must not throw; if it does, it
+  // is counted).
+  void NotifySink(std::string_view cause, absl::FunctionRef<void(EventSink&)> fn) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Describes `t`, reducing it unless this forward already did.
   TensorInfo Describe(const at::Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -239,6 +267,14 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // Hands a forward sample to the sink, then aggregates it.
   absl::Status AddForwardSample(LayerId layer, int64_t step, ForwardSample sample) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aggregates a backward sample, then hands it to the sink; counts a failure.
+  void AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The hooks' work, under the lock and the guard (tracer_backward.cc).
+  void GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
+                       Clock::time_point enter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NodeDoneLocked(NodeListeners& node, Clock::time_point end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TraceRecord SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Aggregates pending CUDA samples, in call order, whose events completed (all, when `wait`).
   void DrainPending(bool wait) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -246,10 +282,12 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // Constant after construction.
   const TracerOptions options_;
   const StatsMode stats_mode_;
-  const uint64_t fork_epoch_;  // Fork count at creation; a different value means a forked child.
+  const guest::ForkOwner fork_owner_;  // Inert in a forked child (see above).
 
-  // Thread-safe itself; mutable so that const snapshots can first drain pending CUDA samples.
+  // Thread-safe themselves; mutable so that const snapshots can first drain pending CUDA samples
+  // (and count a failing sink while doing so).
   mutable TraceAggregator aggregator_;
+  mutable guest::HookErrors errors_;
 
   mutable absl::Mutex mu_;
   bool active_ ABSL_GUARDED_BY(mu_) = false;
@@ -261,7 +299,6 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::vector<uint32_t> free_calls_ ABSL_GUARDED_BY(mu_);
   int32_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t tensor_reductions_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
   // First layer of the current root forward that saw a non-finite input (fallback origin).

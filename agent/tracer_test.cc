@@ -2,11 +2,21 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <torch/csrc/autograd/variable.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/synchronization/notification.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -216,6 +226,140 @@ TEST_F(TracerTest, FinalizeRunsAnomalyDetection) {
   ASSERT_FALSE(r->warnings.empty());
   EXPECT_EQ(r->warnings[0].severity, AnomalySeverity::kCritical);
   EXPECT_EQ(r->warnings[0].layer, "a");
+}
+
+// A sink that breaks its contract ("must not throw"): the injected failure on every hook path.
+class ThrowingSink final : public EventSink {
+ public:
+  std::atomic<int> forwards{0};
+  std::atomic<int> backwards{0};
+  void OnLayerDeclared(LayerId, const LayerInfo&) override {}
+  void OnForward(LayerId, int64_t, const ForwardSample&) override {
+    ++forwards;
+    throw std::runtime_error("injected forward failure");
+  }
+  void OnBackward(LayerId, int64_t, const BackwardSample&) override {
+    ++backwards;
+    throw std::bad_alloc();  // What an allocation failure in a real sink would throw.
+  }
+  void OnNanOrigin(const NanOrigin&) override { throw 42; }  // Not even a std::exception.
+};
+
+int64_t MetadataHookErrors(const TraceRecord& r) {
+  for (const auto& [key, value] : r.metadata.extra) {
+    if (key == "hook_errors") return std::stoll(value);
+  }
+  return -1;
+}
+
+TEST_F(TracerTest, FailingHooksAreCountedAndNeverReachTheUser) {
+  auto sink = std::make_shared<ThrowingSink>();
+  tracer_->SetEventSink(sink);
+  // Layer a: its input needs no gradient, so its backward ends in the node's post-hook
+  // (OnNodeDone). Layer b: its input needs one, so it ends in a pre-hook (OnGradReady).
+  at::Tensor w = at::full({4}, 3.0).requires_grad_(true);
+  at::Tensor y;
+  ASSERT_NO_THROW(y = Forward(
+                      at::ones({4}), [&](const at::Tensor& t) { return t * w; },
+                      [](const at::Tensor& h) { return h * kNan; }));
+  EXPECT_EQ(sink->forwards.load(), 2);
+  const int64_t forward_errors = tracer_->hook_errors();
+  EXPECT_EQ(forward_errors, 3);  // Two forward samples and the NaN origin.
+  ASSERT_NO_THROW(y.sum().backward());
+  EXPECT_EQ(sink->backwards.load(), 2);
+  EXPECT_EQ(tracer_->hook_errors(), forward_errors + 2);
+  // The user's results are untouched, and what the Tracer records does not depend on the sink.
+  EXPECT_TRUE(at::isnan(w.grad()).all().item<bool>());
+  const TraceRecord r = tracer_->Snapshot();
+  EXPECT_EQ(Layer(r, "a").forward_count, 1);
+  EXPECT_EQ(Layer(r, "a").backward_count, 1);
+  EXPECT_EQ(Layer(r, "b").backward_count, 1);
+  ASSERT_TRUE(r.metadata.nan_origin.has_value());
+  EXPECT_EQ(r.metadata.nan_origin->layer, "b");
+  EXPECT_EQ(MetadataHookErrors(r), tracer_->hook_errors());
+  // A new Start() counts from zero.
+  tracer_->SetEventSink(nullptr);
+  tracer_->Stop();
+  ASSERT_TRUE(tracer_->Start().ok());
+  EXPECT_EQ(tracer_->hook_errors(), 0);
+}
+
+TEST_F(TracerTest, FrontDoorsCountThroughTheSameGuard) {
+  EXPECT_FALSE(guest::GuardHook(tracer_->errors(), "tracer_test_front_door",
+                                [] { throw std::runtime_error("front door failure"); }));
+  EXPECT_EQ(tracer_->hook_errors(), 1);
+  EXPECT_EQ(MetadataHookErrors(tracer_->Snapshot()), 1);
+}
+
+// Blocks the Tracer inside its lock: OnForward is called with the Tracer's mutex held.
+class BlockingSink final : public EventSink {
+ public:
+  absl::Notification entered;
+  absl::Notification release;
+  void OnLayerDeclared(LayerId, const LayerInfo&) override {}
+  void OnForward(LayerId, int64_t, const ForwardSample&) override {
+    if (!entered.HasBeenNotified()) entered.Notify();
+    release.WaitForNotification();
+  }
+  void OnBackward(LayerId, int64_t, const BackwardSample&) override {}
+  void OnNanOrigin(const NanOrigin&) override {}
+};
+
+// What the child of a fork sees, as bits of its exit code (0: all held).
+int InertInForkedChild(Tracer& tracer, at::Tensor y, const at::Tensor& x) {
+  int failed = 0;
+  if (tracer.BeginCall(Tracer::kNoLayer, true, {x}) != Tracer::kNoCall) failed |= 1 << 0;
+  if (tracer.Start().code() != absl::StatusCode::kFailedPrecondition) failed |= 1 << 1;
+  if (tracer.DeclareLayer({"c", "T", "c", 1, 0}).status().code() !=
+      absl::StatusCode::kFailedPrecondition) {
+    failed |= 1 << 2;
+  }
+  const TraceRecord snapshot = tracer.Snapshot();
+  if (!snapshot.layers.empty() || !snapshot.metadata.model_name.empty()) failed |= 1 << 3;
+  if (tracer.Finalize(1.0).status().code() != absl::StatusCode::kFailedPrecondition) {
+    failed |= 1 << 4;
+  }
+  if (tracer.active() || tracer.steps() != 0 || tracer.hook_errors() != 0 ||
+      tracer.tensor_reductions() != 0 || tracer.nan_origin().has_value()) {
+    failed |= 1 << 5;
+  }
+  // The backward hooks registered in the parent fire here and do nothing.
+  y.sum().backward();
+  if (!at::equal(x.grad(), at::full({4}, 2.0))) failed |= 1 << 6;
+  tracer.SetEventSink(nullptr);
+  tracer.SetMetadata(TraceMetadata{});
+  tracer.Stop();
+  return failed;
+}
+
+TEST_F(TracerTest, InertInAForkedChildEvenWhileTheParentHoldsItsLock) {
+  at::Tensor x = at::ones({4}).requires_grad_(true);
+  at::Tensor y = Forward(
+      x, [](const at::Tensor& t) { return t * 2; }, [](const at::Tensor& h) { return h + 1; });
+  auto sink = std::make_shared<BlockingSink>();
+  tracer_->SetEventSink(sink);
+  std::thread forward([&] {
+    Forward(
+        at::ones({2}), [](const at::Tensor& t) { return t * 3; },
+        [](const at::Tensor& h) { return h; });
+  });
+  sink->entered.WaitForNotification();  // The other thread is inside the Tracer's lock.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(60);  // A deadlock fails the test (SIGALRM) instead of hanging it.
+    _exit(InertInForkedChild(*tracer_, y, x));
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  sink->release.Notify();
+  forward.join();
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "failed checks (bits): " << WEXITSTATUS(status);
+  // The parent goes on: both forwards and the steps are there.
+  tracer_->SetEventSink(nullptr);
+  EXPECT_EQ(tracer_->steps(), 2);
+  EXPECT_EQ(Layer(tracer_->Snapshot(), "a").forward_count, 2);
 }
 
 TEST(TracerCreateTest, BadThresholdsAreInvalidArgument) {

@@ -1,45 +1,48 @@
 #include "agent/watch_flusher.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <exception>
 #include <utility>
 
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "guest/backoff.h"
 #include "guest/log.h"
 #include "trace/json.h"
 
 namespace tracetorch::agent {
 
-absl::StatusOr<std::unique_ptr<WatchFlusher>> WatchFlusher::Start(std::string path,
-                                                                  absl::Duration interval,
-                                                                  SnapshotFn snapshot) {
-  if (path.empty()) return absl::InvalidArgumentError("watch_path must not be empty");
-  if (interval < kMinInterval) {
+absl::StatusOr<std::unique_ptr<WatchFlusher>> WatchFlusher::Start(Options options) {
+  if (options.path.empty()) return absl::InvalidArgumentError("watch_path must not be empty");
+  if (options.interval < kMinInterval) {
     return absl::InvalidArgumentError(absl::StrCat("watch_interval_s must be at least ",
                                                    absl::ToDoubleSeconds(kMinInterval), " s, got ",
-                                                   absl::ToDoubleSeconds(interval), " s"));
+                                                   absl::ToDoubleSeconds(options.interval), " s"));
   }
-  if (!snapshot) return absl::InvalidArgumentError("no snapshot function");
-  std::unique_ptr<WatchFlusher> flusher(
-      new WatchFlusher(std::move(path), interval, std::move(snapshot)));
-  flusher->thread_ = std::make_unique<std::thread>([f = flusher.get()] { f->Run(); });
+  if (!options.snapshot) return absl::InvalidArgumentError("no snapshot function");
+  std::unique_ptr<WatchFlusher> flusher(new WatchFlusher(std::move(options)));
+  try {
+    flusher->thread_ = std::make_unique<std::thread>([f = flusher.get()] { f->Run(); });
+  } catch (const std::exception& e) {  // std::system_error: no thread to be had.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot start the watch flusher thread: ", e.what()));
+  }
   return flusher;
 }
 
-WatchFlusher::WatchFlusher(std::string path, absl::Duration interval, SnapshotFn snapshot)
-    : path_(std::move(path)),
-      interval_(interval),
-      snapshot_(std::move(snapshot)),
-      owner_pid_(getpid()) {}
+absl::StatusOr<std::unique_ptr<WatchFlusher>> WatchFlusher::Start(std::string path,
+                                                                  absl::Duration interval,
+                                                                  SnapshotFn snapshot) {
+  return Start(
+      Options{.path = std::move(path), .interval = interval, .snapshot = std::move(snapshot)});
+}
+
+WatchFlusher::WatchFlusher(Options options) : options_(std::move(options)) {}
 
 WatchFlusher::~WatchFlusher() { Stop(); }
 
 void WatchFlusher::Stop() {
   if (stopped_.exchange(true)) return;
-  if (getpid() != owner_pid_) {
+  if (fork_owner_.InForkedChild()) {
     // Forked child: the thread does not exist here and its state may be mid-update. Abandon it.
     (void)thread_.release();
     return;
@@ -48,27 +51,45 @@ void WatchFlusher::Stop() {
   if (thread_ && thread_->joinable()) thread_->join();
 }
 
+bool WatchFlusher::Wait(absl::Duration wait) {
+  if (!options_.wait) return stop_.WaitForNotificationWithTimeout(wait);
+  return options_.wait(wait) || stop_.HasBeenNotified();
+}
+
+absl::Status WatchFlusher::FlushOnce() {
+  try {
+    return WriteTraceFile(options_.path, options_.snapshot());
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("snapshot failed: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("snapshot failed with an unknown exception");
+  }
+}
+
 void WatchFlusher::Run() {
-  absl::Duration wait = interval_;
-  while (!stop_.WaitForNotificationWithTimeout(wait)) {
-    absl::Status status;
-    try {
-      status = WriteTraceFile(path_, snapshot_());
-    } catch (const std::exception& e) {
-      status = absl::InternalError(absl::StrCat("snapshot failed: ", e.what()));
-    } catch (...) {
-      status = absl::InternalError("snapshot failed with an unknown exception");
-    }
+  // After the first failure the wait is two intervals, then four, ...
+  guest::Backoff backoff({.initial = std::min(options_.interval * 2, kMaxBackoff),
+                          .max = kMaxBackoff,
+                          .jitter = kBackoffJitter,
+                          .seed = options_.backoff_seed});
+  absl::Duration wait = options_.interval;
+  while (!Wait(wait)) {
+    const absl::Status status = FlushOnce();
     if (status.ok()) {
       flushes_.fetch_add(1, std::memory_order_relaxed);
-      wait = interval_;
+      backoff.Reset();
+      wait = options_.interval;
       continue;
     }
     errors_.fetch_add(1, std::memory_order_relaxed);
-    guest::WarnOnce(absl::StrCat("watch_flush:", absl::StatusCodeToString(status.code())),
-             absl::StrCat("tracetorch: cannot write watch file ", path_, ": ", status.ToString(),
-                          " (retrying with backoff)"));
-    wait = std::min(wait * 2, kMaxBackoff);
+    wait = backoff.Next();
+    try {
+      guest::WarnOnce(absl::StrCat("watch_flush:", absl::StatusCodeToString(status.code())),
+                      absl::StrCat("tracetorch: cannot write watch file ", options_.path, ": ",
+                                   status.ToString(), " (retrying with backoff)"));
+    } catch (...) {
+      // Out of memory while logging: the count above is what remains.
+    }
   }
 }
 

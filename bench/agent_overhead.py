@@ -18,6 +18,10 @@ What it measures, all in one process with torch.set_num_threads(1):
                             of any Python-level per-module interception (reference)
            traced           TraceSession(model) (statistics on, the default)
            traced-nostats   TraceSession(model, capture_stats=False)
+           traced-stream    TraceSession(model, daemon=...) streaming to a tracetorchd that is away
+                            (a socket path nobody listens on, as while a daemon is killed and
+                            restarted): the hooks only enqueue, the sender retries in the background
+                            and drops. With --daemon SOCKET, to a running daemon instead.
            naive            a pure-Python agent doing what the tracetorch-ml library does: per tensor
                             mean/std/min/max/isnan/isinf with .item(), a full backward hook (reference)
 Each variant runs on its own deep copy of the model, so hooks never leak into the plain run. Blocks
@@ -47,8 +51,10 @@ import copy
 import gc
 import json
 import math
+import os
 import statistics
 import sys
+import tempfile
 import time
 from typing import Any, Callable
 
@@ -56,7 +62,9 @@ import torch
 import torch.nn as nn
 
 TARGETS = {("mlp", "fwd"): 1.25, ("cnn", "fwd"): 1.10, ("resnet18", "fwd"): 1.10}
-VARIANTS = ["plain", "noop-hooks", "traced", "traced-nostats", "naive"]
+VARIANTS = ["plain", "noop-hooks", "traced", "traced-nostats", "traced-stream", "naive"]
+# The daemon address of the traced-stream variant (main() sets it).
+STREAM_ADDRESS = ""
 
 
 # ---- models --------------------------------------------------------------------------------------
@@ -269,9 +277,11 @@ class Bench:
                 self.stack.callback(NoopHooks(model).close)
             elif variant == "naive":
                 self.stack.callback(NaiveAgent(model).close)
-            elif variant in ("traced", "traced-nostats"):
+            elif variant in ("traced", "traced-nostats", "traced-stream"):
                 session = tracetorch_mod.TraceSession(
-                    model, capture_stats=(variant == "traced"), model_name=f"{name}-{variant}")
+                    model, capture_stats=(variant != "traced-nostats"),
+                    model_name=f"{name}-{variant}",
+                    daemon=STREAM_ADDRESS if variant == "traced-stream" else False)
                 self.stack.enter_context(session)
                 self.sessions[variant] = session
             self.models[variant] = model
@@ -383,7 +393,7 @@ def print_report(results: list[dict[str, Any]], breakdowns: dict[str, list]) -> 
     print("Ratios to plain: median over rounds of paired ratios; 'min' = fastest traced block /")
     print("fastest plain block (less sensitive to other load on the machine).")
     header = (f"{'model':<9} {'pass':<8} {'plain ms':>9} {'noop':>8} {'traced':>8} {'min':>8} "
-              f"{'nostats':>8} {'naive':>8} {'target':>7}  status")
+              f"{'nostats':>8} {'stream':>8} {'naive':>8} {'target':>7}  status")
     print()
     print(header)
     print("-" * len(header))
@@ -397,7 +407,8 @@ def print_report(results: list[dict[str, Any]], breakdowns: dict[str, list]) -> 
         print(f"{r['model']:<9} {r['pass']:<8} {r['ms']['plain']:>9.3f} "
               f"{fmt_ratio(r, 'noop-hooks'):>8} {fmt_ratio(r, 'traced'):>8} "
               f"{fmt_ratio(r, 'traced', 'min_ratio'):>8} "
-              f"{fmt_ratio(r, 'traced-nostats'):>8} {fmt_ratio(r, 'naive'):>8} "
+              f"{fmt_ratio(r, 'traced-nostats'):>8} {fmt_ratio(r, 'traced-stream'):>8} "
+              f"{fmt_ratio(r, 'naive'):>8} "
               f"{('<=%.2f' % target) if target else '':>7}  {status}")
     print()
     print("Where the time goes: per module call = (fastest variant block - fastest plain block) /")
@@ -440,11 +451,17 @@ def main() -> int:
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                         help="cpu: process CPU time (robust to other load; default); wall: wall time")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--daemon", default=None,
+                        help="traced-stream streams to this tracetorchd socket (default: a socket "
+                             "path nobody listens on, i.e. a daemon that is away)")
     args = parser.parse_args()
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.quick:
         args.budget, args.min_rounds = 45.0, 3
+    global STREAM_ADDRESS
+    away_dir = tempfile.TemporaryDirectory(prefix="tt-bench-")
+    STREAM_ADDRESS = args.daemon or os.path.join(away_dir.name, "away.sock")
 
     torch.set_num_threads(1)
     try:

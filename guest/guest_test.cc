@@ -83,6 +83,21 @@ TEST(WarnOnce, LogsACauseOnce) {
   EXPECT_TRUE(WarnOnce("guest_test_cause_2", "another cause"));
 }
 
+TEST(WarnOnce, IsSilentInAForkedChild) {
+  WarnOnce("guest_test_before_fork", "the parent logs");  // The log's state exists before the fork.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(30);  // A deadlock fails the test instead of hanging it.
+    _exit(WarnOnce("guest_test_new_in_child", "never logged") ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(WarnOnce("guest_test_new_in_child", "the parent still logs it"));
+}
+
 TEST(GuardHook, LogsOncePerCause) {
   HookErrors errors;
   GuardHook(errors, "guest_test_logged", [] { throw std::runtime_error("x"); });

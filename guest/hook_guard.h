@@ -23,7 +23,7 @@ class HookErrors {
  public:
   // Counts one failure of `cause` ("begin_call", "grad_ready", ...) and logs
   // "tracetorch: hook error (cause): message; ..." the first time this cause is seen in the
-  // process. Never throws.
+  // process (WarnOnce: silent in a forked child). Never throws.
   void Record(std::string_view cause, std::string_view message) noexcept;
 
   int64_t count() const { return count_.load(std::memory_order_relaxed); }

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "guest/fork.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -38,6 +39,10 @@ std::shared_ptr<spdlog::logger> Logger() {
 bool WarnOnce(std::string_view cause, std::string_view message) {
   static auto* const mu = new absl::Mutex;
   static auto* const seen = new absl::flat_hash_set<std::string>;
+  // The process that made the lock: in a forked child another (now gone) thread may hold it, or
+  // the logger's own lock, so the child stays silent rather than risk a deadlock.
+  static const auto* const owner = new ForkOwner;
+  if (owner->InForkedChild()) return false;
   {
     absl::MutexLock lock(mu);
     if (seen->size() >= kMaxCauses || !seen->emplace(cause).second) return false;

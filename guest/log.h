@@ -19,6 +19,10 @@ std::shared_ptr<spdlog::logger> Logger();
 
 // Logs `message` at warn level the first time `cause` is seen in this process; later calls with
 // the same cause are silent. Returns true when it logged.
+//
+// Fork: in a child forked after the first call, WarnOnce logs nothing and returns false (its lock,
+// or the logger's, may be held by a thread that does not exist in the child): the child is
+// silent, never deadlocked.
 bool WarnOnce(std::string_view cause, std::string_view message);
 
 }  // namespace tracetorch::guest

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "guest/hook_guard.h"
 
 namespace tracetorch::libtorch_internal {
 namespace {
@@ -23,25 +24,19 @@ std::atomic<uint64_t> g_next_epoch{1};
 
 constexpr size_t kMaxHierarchyCache = 4096;
 
-// No exception leaves a callback into the traced program (the engine catches and counts its own;
-// this is the last line for allocation failures).
+// No exception leaves a callback into the traced program: what OnStart/OnEnd throw is counted in
+// the session's hook errors and logged once per cause.
 std::unique_ptr<at::ObserverContext> StartTrampoline(const at::RecordFunction& fn) {
   CaptureEngine* e = t_engine;
   if (e == nullptr || e->abandoned()) return nullptr;
-  try {
-    e->OnStart(fn);
-  } catch (...) {
-  }
+  guest::GuardHook(e->tracer().errors(), "operator_start", [&] { e->OnStart(fn); });
   return nullptr;
 }
 
 void EndTrampoline(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
   CaptureEngine* e = t_engine;
   if (e == nullptr || e->abandoned()) return;
-  try {
-    e->OnEnd(fn);
-  } catch (...) {
-  }
+  guest::GuardHook(e->tracer().errors(), "operator_end", [&] { e->OnEnd(fn); });
 }
 
 bool StartsWith(const char* s, std::string_view prefix) {
@@ -123,11 +118,7 @@ void CaptureEngine::Uninstall() {
     at::DisableRecordFunctionGuard no_callbacks;
     CloseAll();
   }
-  try {
-    at::removeCallback(handle_);
-  } catch (const std::exception& e) {
-    HookError("remove_callback", e.what());
-  }
+  Guard("remove_callback", [&] { at::removeCallback(handle_); });
   handle_ = at::INVALID_CALLBACK_HANDLE;
   installed_ = false;
   epoch_ = 0;
@@ -137,8 +128,8 @@ void CaptureEngine::Uninstall() {
 
 void CaptureEngine::Abandon() { abandoned_.store(true, std::memory_order_relaxed); }
 
-void CaptureEngine::HookError(std::string_view cause, std::string_view what) {
-  tracer_->RecordHookError(cause, what);
+bool CaptureEngine::Guard(std::string_view cause, absl::FunctionRef<void()> fn) {
+  return guest::GuardHook(tracer_->errors(), cause, fn);
 }
 
 // ---- Callbacks ----------------------------------------------------------------------------------
@@ -156,7 +147,7 @@ void CaptureEngine::OnStart(const at::RecordFunction& fn) {
     ++script_depth_;
     marks_.push_back(Mark::kScriptFrame);
     if (!root) return;
-    try {
+    Guard("script_root", [&] {
       c10::ArrayRef<const c10::IValue> in = fn.inputs();
       if (in.empty() || !in[0].isObject() || &in[0].toObjectRef() != script_self_) return;
       at::DisableRecordFunctionGuard no_callbacks;
@@ -171,9 +162,7 @@ void CaptureEngine::OnStart(const at::RecordFunction& fn) {
       scopes_.push_back(0);
       script_root_open_ = true;
       marks_.back() = Mark::kScriptRoot;
-    } catch (const std::exception& e) {
-      HookError("script_root", e.what());
-    }
+    });
     return;
   }
 
@@ -196,19 +185,16 @@ void CaptureEngine::OnStart(const at::RecordFunction& fn) {
   }
   marks_.push_back(Mark::kTopLevel);
   op_marks_.push_back(-1);
-  try {
-    at::DisableRecordFunctionGuard no_callbacks;
-    const int32_t target = TargetOf(fn);
-    if (target < 0) {
-      if (!stack_.empty() && IsInPlaceName(name)) CloseIfMutated(fn);
-      return;
-    }
-    CollectInputs(fn);
-    TransitionTo(target);
-    op_marks_.back() = static_cast<int32_t>(stack_.size());
-  } catch (const std::exception& e) {
-    HookError("operator_start", e.what());
+  // Under the trampoline's guard: a failure leaves the operator unattributed, marks balanced.
+  at::DisableRecordFunctionGuard no_callbacks;
+  const int32_t target = TargetOf(fn);
+  if (target < 0) {
+    if (!stack_.empty() && IsInPlaceName(name)) CloseIfMutated(fn);
+    return;
   }
+  CollectInputs(fn);
+  TransitionTo(target);
+  op_marks_.back() = static_cast<int32_t>(stack_.size());
 }
 
 void CaptureEngine::CloseIfMutated(const at::RecordFunction& fn) {
@@ -261,24 +247,21 @@ void CaptureEngine::OnEnd(const at::RecordFunction& fn) {
   const int32_t frames = op_marks_.back();
   op_marks_.pop_back();
   if (frames <= 0) return;
-  try {
-    if (std::uncaught_exceptions() > 0) {  // The operator raised: the calls it was part of, too.
-      at::DisableRecordFunctionGuard no_callbacks;
-      AbortAll();
-      return;
-    }
-    auto result = std::make_shared<OpResult>();
-    result->end = end;
-    for (const c10::IValue& v : fn.outputs()) {
-      ForEachTensor(v, [&](const at::Tensor& t) {
-        if (t.defined()) result->outputs.push_back(t);
-      });
-    }
-    const size_t n = std::min(stack_.size(), static_cast<size_t>(frames));
-    for (size_t i = 0; i < n; ++i) stack_[i].last = result;
-  } catch (const std::exception& e) {
-    HookError("operator_end", e.what());
+  // Under the trampoline's guard (the marks are already popped).
+  if (std::uncaught_exceptions() > 0) {  // The operator raised: the calls it was part of, too.
+    at::DisableRecordFunctionGuard no_callbacks;
+    AbortAll();
+    return;
   }
+  auto result = std::make_shared<OpResult>();
+  result->end = end;
+  for (const c10::IValue& v : fn.outputs()) {
+    ForEachTensor(v, [&](const at::Tensor& t) {
+      if (t.defined()) result->outputs.push_back(t);
+    });
+  }
+  const size_t n = std::min(stack_.size(), static_cast<size_t>(frames));
+  for (size_t i = 0; i < n; ++i) stack_[i].last = result;
 }
 
 // ---- Attribution --------------------------------------------------------------------------------
@@ -463,70 +446,69 @@ void CaptureEngine::AbortAll() {
 
 int32_t CaptureEngine::PushScope(const torch::nn::Module* module, std::string_view block_name) {
   if (mode_ != Mode::kCppFrontend || !installed_ || abandoned() || backward_depth_ > 0) return -1;
-  try {
-    int32_t node = tree_.NodeOf(module);
-    if (node < 0) return -1;
-    if (!block_name.empty()) {
-      absl::StatusOr<int32_t> block = tree_.BlockNode(node, block_name, *tracer_);
-      if (!block.ok()) {
-        HookError("module_scope", block.status().ToString());
-        return -1;
-      }
-      node = *block;
+  int32_t token = -1;
+  Guard("module_scope", [&] { token = OpenScope(module, block_name); });
+  return token;
+}
+
+int32_t CaptureEngine::OpenScope(const torch::nn::Module* module, std::string_view block_name) {
+  int32_t node = tree_.NodeOf(module);
+  if (node < 0) return -1;
+  if (!block_name.empty()) {
+    absl::StatusOr<int32_t> block = tree_.BlockNode(node, block_name, *tracer_);
+    if (!block.ok()) {
+      tracer_->errors().Record("module_scope", block.status().ToString());
+      return -1;
     }
-    at::DisableRecordFunctionGuard no_callbacks;
-    int32_t base = ScopeBase();
-    if (node == 0) {
-      root_scoped_ = true;
-      if (base < 0) CloseAll();  // Leftovers of an unscoped forward.
-    } else if (base < 0 && !stack_.empty() && node == first_target_ && !IsOpen(node)) {
-      CloseAll();
-    }
-    if (stack_.empty()) first_target_ = node;
-    base = ScopeBase();
-    size_t start = 0;
-    if (base >= 0) {
-      const int32_t from = stack_[base].node;
-      start = static_cast<size_t>(base) + 1;
-      if (from != node && tree_.IsAncestorOrSelf(from, node)) {
-        tree_.PathBetween(from, node, &path_);
-      } else {
-        path_.assign(1, node);
-      }
-    } else {
-      tree_.PathBetween(-1, node, &path_);
-    }
-    // The scope's own module starts a new call, even when a call of it is open.
-    size_t keep = 0;
-    while (keep + 1 < path_.size() && start + keep < stack_.size() &&
-           stack_[start + keep].node == path_[keep]) {
-      ++keep;
-    }
-    CloseAbove(start + keep);
-    for (size_t i = keep; i < path_.size(); ++i) {
-      Frame f;
-      f.node = path_[i];
-      stack_.push_back(std::move(f));
-    }
-    stack_.back().scoped = true;
-    scopes_.push_back(static_cast<int32_t>(stack_.size() - 1));
-    return static_cast<int32_t>(scopes_.size() - 1);
-  } catch (const std::exception& e) {
-    HookError("module_scope", e.what());
-    return -1;
+    node = *block;
   }
+  at::DisableRecordFunctionGuard no_callbacks;
+  int32_t base = ScopeBase();
+  if (node == 0) {
+    root_scoped_ = true;
+    if (base < 0) CloseAll();  // Leftovers of an unscoped forward.
+  } else if (base < 0 && !stack_.empty() && node == first_target_ && !IsOpen(node)) {
+    CloseAll();
+  }
+  if (stack_.empty()) first_target_ = node;
+  base = ScopeBase();
+  size_t start = 0;
+  if (base >= 0) {
+    const int32_t from = stack_[base].node;
+    start = static_cast<size_t>(base) + 1;
+    if (from != node && tree_.IsAncestorOrSelf(from, node)) {
+      tree_.PathBetween(from, node, &path_);
+    } else {
+      path_.assign(1, node);
+    }
+  } else {
+    tree_.PathBetween(-1, node, &path_);
+  }
+  // The scope's own module starts a new call, even when a call of it is open.
+  size_t keep = 0;
+  while (keep + 1 < path_.size() && start + keep < stack_.size() &&
+         stack_[start + keep].node == path_[keep]) {
+    ++keep;
+  }
+  CloseAbove(start + keep);
+  for (size_t i = keep; i < path_.size(); ++i) {
+    Frame f;
+    f.node = path_[i];
+    stack_.push_back(std::move(f));
+  }
+  stack_.back().scoped = true;
+  scopes_.push_back(static_cast<int32_t>(stack_.size() - 1));
+  return static_cast<int32_t>(scopes_.size() - 1);
 }
 
 void CaptureEngine::PopScope(int32_t token) {
   if (token < 0 || static_cast<size_t>(token) >= scopes_.size()) return;
-  try {
+  Guard("module_scope", [&] {
     at::DisableRecordFunctionGuard no_callbacks;
     const size_t index = static_cast<size_t>(scopes_[token]);
     CloseAbove(index);
     scopes_.resize(std::min(scopes_.size(), static_cast<size_t>(token)));
-  } catch (const std::exception& e) {
-    HookError("module_scope", e.what());
-  }
+  });
 }
 
 }  // namespace tracetorch::libtorch_internal

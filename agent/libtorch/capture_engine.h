@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "agent/libtorch/module_tree.h"
 #include "agent/tracer.h"
@@ -120,7 +121,10 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   // Fills inputs_ with the operator's tensor inputs that are not parameters or buffers (or
   // aliases of their storage).
   void CollectInputs(const at::RecordFunction& fn);
-  void HookError(std::string_view cause, std::string_view what);
+  // PushScope's work, under its guard.
+  int32_t OpenScope(const torch::nn::Module* module, std::string_view block_name);
+  // guest::GuardHook with the session's hook error counter: true when `fn` returned normally.
+  bool Guard(std::string_view cause, absl::FunctionRef<void()> fn);
 
   // Constant after construction.
   const std::shared_ptr<agent::Tracer> tracer_;

@@ -2,9 +2,9 @@
 //
 // Design notes:
 //  - Scalar fields are bound in place. List fields (`record.layers`, `layer.outputs`, ...) are
-//  returned
-//    as Python lists of COPIES: a Python object must never point into a std::vector that a later
-//    assignment can reallocate. To change a layer, assign the list back (`record.layers = layers`).
+//    returned as Python lists of COPIES: a Python object must never point into a std::vector that a
+//    later assignment can reallocate. To change a layer, assign the list back (`record.layers =
+//    layers`).
 //  - to_dict() and the dict/mapping constructors go through the C++ JSON writer and reader
 //    (trace/json.h), so there is one definition of the layout and of its validation.
 //  - The enums are Python `enum.StrEnum` classes created here from the C++ ToString() spellings; a
@@ -16,433 +16,23 @@
 #include <pybind11/stl.h>
 
 #include <array>
-#include <cerrno>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "agent/python/record_convert.h"
+#include "agent/python/status_translate.h"
 #include "trace/anomaly.h"
-#include "trace/diff.h"
 #include "trace/json.h"
 #include "trace/record.h"
 
 namespace tracetorch::python {
 namespace {
-
-namespace py = pybind11;
-
-// Python objects created once by BindRecord and deliberately never released: they must outlive
-// every binding call, and a static py::object destructor would run after the interpreter is gone.
-struct PyGlobals {
-  py::handle json_loads;
-  py::handle json_dumps;
-  py::handle os_fspath;
-  py::handle anomaly_severity;
-  py::handle anomaly_type;
-  py::handle diff_severity;
-  py::handle diff_kind;
-};
-// absl::StrCat here does not take std::string_view (Debian's absl has its own string_view).
-std::string Str(std::string_view text) { return std::string(text); }
-
-PyGlobals& Globals() {
-  static PyGlobals* globals = new PyGlobals();
-  return *globals;
-}
-
-// ---- Enum tables -------------------------------------------------------------------------------
-
-template <typename E>
-struct EnumInfo;
-template <>
-struct EnumInfo<AnomalySeverity> {
-  static constexpr const char* kName = "AnomalySeverity";
-  static constexpr std::array kValues = {AnomalySeverity::kInfo, AnomalySeverity::kWarning,
-                                         AnomalySeverity::kCritical};
-  static py::handle Class() { return Globals().anomaly_severity; }
-};
-template <>
-struct EnumInfo<AnomalyType> {
-  static constexpr const char* kName = "AnomalyType";
-  static constexpr std::array kValues = {
-      AnomalyType::kNanActivation,     AnomalyType::kInfActivation, AnomalyType::kDeadLayer,
-      AnomalyType::kExplodingVariance, AnomalyType::kHighVariance,  AnomalyType::kEmptyOutput,
-      AnomalyType::kZeroGradient,      AnomalyType::kNanGradient,   AnomalyType::kRankDivergence,
-  };
-  static py::handle Class() { return Globals().anomaly_type; }
-};
-template <>
-struct EnumInfo<DiffSeverity> {
-  static constexpr const char* kName = "DiffSeverity";
-  static constexpr std::array kValues = {DiffSeverity::kInfo, DiffSeverity::kWarning,
-                                         DiffSeverity::kCritical};
-  static py::handle Class() { return Globals().diff_severity; }
-};
-template <>
-struct EnumInfo<DiffKind> {
-  static constexpr const char* kName = "DiffKind";
-  static constexpr std::array kValues = {
-      DiffKind::kLayerAdded,          DiffKind::kLayerRemoved,       DiffKind::kShapeChange,
-      DiffKind::kLatencyRegression,   DiffKind::kLatencyImprovement, DiffKind::kGradNormChange,
-      DiffKind::kActivationStdChange, DiffKind::kNewAnomaly,         DiffKind::kResolvedAnomaly,
-  };
-  static py::handle Class() { return Globals().diff_kind; }
-};
-
-// Creates `enum.StrEnum(kName, [("WARNING", "warning"), ...], module="tracetorch")`.
-template <typename E>
-py::object MakeStrEnum() {
-  py::list members;
-  for (E value : EnumInfo<E>::kValues) {
-    const std::string spelling(ToString(value));
-    members.append(py::make_tuple(absl::AsciiStrToUpper(spelling), spelling));
-  }
-  py::object str_enum = py::module_::import("enum").attr("StrEnum");
-  return str_enum(EnumInfo<E>::kName, members, py::arg("module") = "tracetorch");
-}
-
-// Loads an E from any str (a StrEnum member is one). Non-str: not convertible (TypeError from
-// pybind11); an unknown spelling: ValueError listing the accepted ones.
-template <typename E>
-bool LoadEnum(py::handle src, E* out) {
-  if (!src || !PyUnicode_Check(src.ptr())) return false;
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(src.ptr(), &size);
-  if (data == nullptr) {
-    PyErr_Clear();
-    return false;
-  }
-  const std::string_view text(data, static_cast<size_t>(size));
-  std::string accepted;
-  for (E value : EnumInfo<E>::kValues) {
-    if (ToString(value) == text) {
-      *out = value;
-      return true;
-    }
-    absl::StrAppend(&accepted, accepted.empty() ? "" : ", ", "'", Str(ToString(value)), "'");
-  }
-  throw py::value_error(absl::StrCat("'", Str(text), "' is not a valid ", EnumInfo<E>::kName,
-                                     " (expected one of ", accepted, ")"));
-}
-
-template <typename E>
-py::handle CastEnum(E value) {
-  return EnumInfo<E>::Class()(std::string(ToString(value))).release();
-}
-
-}  // namespace
-}  // namespace tracetorch::python
-
-namespace pybind11::detail {
-
-#define TRACETORCH_STR_ENUM_CASTER(EnumType, PyName)                                  \
-  template <>                                                                         \
-  struct type_caster<EnumType> {                                                      \
-    PYBIND11_TYPE_CASTER(EnumType, const_name(PyName));                               \
-    bool load(handle src, bool) { return tracetorch::python::LoadEnum(src, &value); } \
-    static handle cast(EnumType v, return_value_policy, handle) {                     \
-      return tracetorch::python::CastEnum(v);                                         \
-    }                                                                                 \
-  }
-
-TRACETORCH_STR_ENUM_CASTER(tracetorch::AnomalySeverity, "AnomalySeverity");
-TRACETORCH_STR_ENUM_CASTER(tracetorch::AnomalyType, "AnomalyType");
-TRACETORCH_STR_ENUM_CASTER(tracetorch::DiffSeverity, "DiffSeverity");
-TRACETORCH_STR_ENUM_CASTER(tracetorch::DiffKind, "DiffKind");
-
-#undef TRACETORCH_STR_ENUM_CASTER
-
-}  // namespace pybind11::detail
-
-namespace tracetorch::python {
-namespace {
-
-// ---- Status -> Python exception ---------------------------------------------------------------
-
-// Raises the Python exception for a non-OK `status`. `path`, when given, becomes the OSError's
-// filename (FileNotFoundError, PermissionError) or prefixes the message (ValueError).
-[[noreturn]] void ThrowStatus(const absl::Status& status, const std::string& path = "") {
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kPermissionDenied: {
-      const bool not_found = status.code() == absl::StatusCode::kNotFound;
-      PyObject* type = not_found ? PyExc_FileNotFoundError : PyExc_PermissionError;
-      if (path.empty()) {
-        PyErr_SetString(type, message.c_str());
-      } else {
-        // OSError(errno, strerror, filename) fills .errno and .filename.
-        py::object exc =
-            py::reinterpret_borrow<py::object>(type)(not_found ? ENOENT : EACCES, message, path);
-        PyErr_SetObject(type, exc.ptr());
-      }
-      throw py::error_already_set();
-    }
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kFailedPrecondition:
-      throw py::value_error(path.empty() ? message : absl::StrCat(path, ": ", message));
-    default:
-      throw std::runtime_error(absl::StrCat(
-          path.empty() ? "" : path + ": ", absl::StatusCodeToString(status.code()), ": ", message));
-  }
-}
-
-std::string FsPath(const py::handle& path) {
-  py::object fs = Globals().os_fspath(path);
-  if (!PyUnicode_Check(fs.ptr())) throw py::type_error("path must be a str or os.PathLike[str]");
-  return fs.cast<std::string>();
-}
-
-// ---- JSON round trips ---------------------------------------------------------------------------
-
-py::object JsonLoads(const std::string& text) { return Globals().json_loads(py::str(text)); }
-
-py::object RecordToDict(const TraceRecord& record) {
-  return JsonLoads(TraceToJson(record, JsonStyle{.indent = 0}));
-}
-
-// Parses `document` (a Python dict in the trace layout) with the C++ reader, so that a dict given
-// by a user gets the same validation, defaults and error messages as a file.
-TraceRecord RecordFromPyDocument(const py::handle& document) {
-  const std::string text = Globals().json_dumps(document).cast<std::string>();
-  absl::StatusOr<TraceRecord> record = ParseTraceJson(text);
-  if (!record.ok()) ThrowStatus(record.status());
-  return *std::move(record);
-}
-
-py::dict Document(py::object metadata, py::list layers, py::list warnings) {
-  py::dict doc;
-  doc["metadata"] = std::move(metadata);
-  doc["layers"] = std::move(layers);
-  doc["warnings"] = std::move(warnings);
-  return doc;
-}
-
-bool IsMapping(const py::handle& obj) {
-  static PyObject* mapping = nullptr;  // collections.abc.Mapping; borrowed for the process life.
-  if (mapping == nullptr) {
-    mapping = py::object(py::module_::import("collections.abc").attr("Mapping")).release().ptr();
-  }
-  const int result = PyObject_IsInstance(obj.ptr(), mapping);
-  if (result < 0) throw py::error_already_set();
-  return result == 1;
-}
-
-// ---- details ------------------------------------------------------------------------------------
-
-py::object DetailToPy(const DetailValue& value) {
-  struct Visitor {
-    py::object operator()(std::monostate) const { return py::none(); }
-    py::object operator()(bool b) const { return py::bool_(b); }
-    py::object operator()(int64_t i) const { return py::int_(i); }
-    py::object operator()(double d) const { return py::float_(d); }
-    py::object operator()(const std::string& s) const { return py::str(s); }
-    py::object operator()(const std::vector<std::string>& list) const {
-      py::list out;
-      for (const std::string& s : list) out.append(py::str(s));
-      return out;
-    }
-  };
-  return std::visit(Visitor{}, value);
-}
-
-py::dict DetailsToPy(const Details& details) {
-  py::dict out;
-  for (const auto& [key, value] : details) out[py::str(key)] = DetailToPy(value);
-  return out;
-}
-
-DetailValue DetailFromPy(const py::handle& value, const std::string& key) {
-  PyObject* obj = value.ptr();
-  if (value.is_none()) return std::monostate{};
-  if (PyBool_Check(obj)) return obj == Py_True;
-  if (PyLong_Check(obj)) {
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow != 0) throw py::value_error("details['" + key + "']: integer out of int64 range");
-    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-    return static_cast<int64_t>(v);
-  }
-  if (PyFloat_Check(obj)) return PyFloat_AsDouble(obj);
-  if (PyUnicode_Check(obj)) return value.cast<std::string>();
-  if (PyList_Check(obj) || PyTuple_Check(obj)) {
-    std::vector<std::string> list;
-    for (py::handle item : value) {
-      if (!PyUnicode_Check(item.ptr())) {
-        throw py::type_error("details['" + key + "']: a list value must hold only str");
-      }
-      list.push_back(item.cast<std::string>());
-    }
-    return list;
-  }
-  throw py::type_error("details['" + key + "']: unsupported value of type " +
-                       std::string(Py_TYPE(obj)->tp_name) +
-                       " (expected None, bool, int, float, str or list[str])");
-}
-
-Details DetailsFromPy(const py::handle& obj) {
-  Details details;
-  if (obj.is_none()) return details;
-  if (!IsMapping(obj)) throw py::type_error("details must be a dict or None");
-  for (py::handle key : obj) {
-    if (!PyUnicode_Check(key.ptr())) throw py::type_error("details keys must be str");
-    const std::string name = key.cast<std::string>();
-    details.emplace_back(name, DetailFromPy(obj[key], name));
-  }
-  return details;
-}
-
-// ---- Conversions from Python objects that may be dicts in the library's layout -----------------
-
-TraceMetadata MetadataFromPy(const py::handle& obj) {
-  if (py::isinstance<TraceMetadata>(obj)) return obj.cast<TraceMetadata>();
-  if (obj.is_none()) return TraceMetadata{};
-  if (!IsMapping(obj)) throw py::type_error("metadata must be a TraceMetadata or a dict");
-  return RecordFromPyDocument(
-             Document(py::reinterpret_borrow<py::object>(obj), py::list(), py::list()))
-      .metadata;
-}
-
-LayerTrace LayerFromPy(const py::handle& obj) {
-  if (py::isinstance<LayerTrace>(obj)) return obj.cast<LayerTrace>();
-  if (!IsMapping(obj)) throw py::type_error("a layer must be a LayerTrace or a dict");
-  py::list layers;
-  layers.append(obj);
-  return RecordFromPyDocument(Document(py::dict(), layers, py::list())).layers.at(0);
-}
-
-Anomaly AnomalyFromPy(const py::handle& obj) {
-  if (py::isinstance<Anomaly>(obj)) return obj.cast<Anomaly>();
-  if (!IsMapping(obj)) throw py::type_error("a warning must be an Anomaly or a dict");
-  py::list warnings;
-  warnings.append(obj);
-  return RecordFromPyDocument(Document(py::dict(), py::list(), warnings)).warnings.at(0);
-}
-
-template <typename T, typename Convert>
-std::vector<T> ListFromPy(const py::handle& obj, Convert convert, const char* what) {
-  if (PyUnicode_Check(obj.ptr()) || IsMapping(obj) || !py::isinstance<py::iterable>(obj)) {
-    throw py::type_error(std::string(what) + " must be a list");
-  }
-  std::vector<T> out;
-  for (py::handle item : obj) out.push_back(convert(item));
-  return out;
-}
-
-template <typename T>
-py::list ListToPy(const std::vector<T>& values) {
-  py::list out;
-  for (const T& value : values) out.append(py::cast(value));
-  return out;
-}
-
-// ---- to_dict of the parts, through the writer ---------------------------------------------------
-
-py::object MetadataToDict(const TraceMetadata& metadata) {
-  TraceRecord record;
-  record.metadata = metadata;
-  return RecordToDict(record)["metadata"];
-}
-
-py::object LayerToDict(const LayerTrace& layer) {
-  TraceRecord record;
-  record.layers.push_back(layer);
-  return RecordToDict(record)["layers"][py::int_(0)];
-}
-
-py::object TensorToDict(const TensorInfo& tensor) {
-  TraceRecord record;
-  record.layers.emplace_back().outputs.push_back(tensor);
-  return RecordToDict(record)["layers"][py::int_(0)]["outputs"][py::int_(0)];
-}
-
-py::object AnomalyToDict(const Anomaly& anomaly) {
-  TraceRecord record;
-  record.warnings.push_back(anomaly);
-  return RecordToDict(record)["warnings"][py::int_(0)];
-}
-
-py::object DiffToDict(const TraceDiff& diff) {
-  return JsonLoads(DiffToJson(diff, JsonStyle{.indent = 0}));
-}
-
-py::object DiffEntryToDict(const DiffEntry& entry) {
-  TraceDiff diff;
-  diff.entries.push_back(entry);
-  return DiffToDict(diff)["entries"][py::int_(0)];
-}
-
-// ---- Shared class helpers -----------------------------------------------------------------------
-
-// Builds a T from keyword arguments by setting each as an attribute of a default T, so that the
-// constructor accepts exactly the attributes (and their setters' conversions and checks).
-template <typename T>
-T FromKwargs(const py::kwargs& kwargs, const char* type_name) {
-  py::object obj = py::cast(T{});
-  for (auto [key, value] : kwargs) {
-    const std::string name = py::str(key);
-    if (name.starts_with("_") || !py::hasattr(obj, key) || PyCallable_Check(obj.attr(key).ptr())) {
-      throw py::type_error(
-          absl::StrCat(type_name, "() got an unexpected keyword argument '", name, "'"));
-    }
-    py::setattr(obj, key, value);
-  }
-  return obj.cast<T>();
-}
-
-template <typename T, typename... Extra>
-void AddValueSemantics(py::class_<T, Extra...>& cls) {
-  cls.def(py::self == py::self)
-      .def(py::self != py::self)
-      .def("__copy__", [](const T& self) { return T(self); })
-      .def(
-          "__deepcopy__", [](const T& self, const py::object&) { return T(self); },
-          py::arg("memo"));
-}
-
-std::string Repr(const py::handle& value) { return py::repr(value).cast<std::string>(); }
-
-template <typename T>
-std::string OptRepr(const std::optional<T>& value) {
-  return value ? Repr(py::cast(*value)) : "None";
-}
-
-// Mapping-style access (`obj["key"]`, `obj.get("key")`, `"key" in obj`) through to_dict(), for code
-// written against the library where metadata and warnings are plain dicts.
-template <typename T, typename... Extra>
-void AddReadOnlyMappingAccess(py::class_<T, Extra...>& cls) {
-  cls.def(
-         "__getitem__",
-         [](const py::object& self, const py::object& key) -> py::object {
-           // Convert before the temporary dict dies: an accessor would dangle.
-           return self.attr("to_dict")()[key];
-         },
-         py::arg("key"))
-      .def(
-          "get",
-          [](const py::object& self, const py::object& key, const py::object& fallback) {
-            return self.attr("to_dict")().attr("get")(key, fallback);
-          },
-          py::arg("key"), py::arg("default") = py::none())
-      .def(
-          "__contains__",
-          [](const py::object& self, const py::object& key) {
-            return self.attr("to_dict")().contains(key);
-          },
-          py::arg("key"))
-      .def("keys", [](const py::object& self) { return self.attr("to_dict")().attr("keys")(); })
-      .def("items", [](const py::object& self) { return self.attr("to_dict")().attr("items")(); })
-      .def("values",
-           [](const py::object& self) { return self.attr("to_dict")().attr("values")(); });
-}
 
 // ---- TensorInfo (Python: TensorStats)
 // -------------------------------------------------------------
@@ -854,72 +444,6 @@ naming the field:
       });
 }
 
-// ---- Diff ---------------------------------------------------------------------------------------
-
-void BindDiff(py::module_& m) {
-  py::class_<DiffEntry> entry(m, "DiffEntry", "One observed change between two traces.");
-  entry
-      .def(py::init([](DiffSeverity severity, DiffKind kind, std::string layer, std::string message,
-                       const py::object& details) {
-             return DiffEntry{.severity = severity,
-                              .kind = kind,
-                              .layer = std::move(layer),
-                              .message = std::move(message),
-                              .details = DetailsFromPy(details)};
-           }),
-           py::arg("severity"), py::arg("kind"), py::arg("layer") = "", py::arg("message") = "",
-           py::arg("details") = py::none())
-      .def_readwrite("severity", &DiffEntry::severity)
-      .def_readwrite("kind", &DiffEntry::kind, "DiffKind (a str: 'latency_regression', ...).")
-      .def_readwrite("layer", &DiffEntry::layer)
-      .def_readwrite("message", &DiffEntry::message)
-      .def_property(
-          "details", [](const DiffEntry& e) { return DetailsToPy(e.details); },
-          [](DiffEntry& e, const py::object& d) { e.details = DetailsFromPy(d); })
-      .def("to_dict", &DiffEntryToDict)
-      .def("__repr__", [](const DiffEntry& e) {
-        return absl::StrCat("DiffEntry(severity='", Str(ToString(e.severity)), "', kind='",
-                            Str(ToString(e.kind)), "', layer=", Repr(py::str(e.layer)),
-                            ", message=", Repr(py::str(e.message)), ")");
-      });
-  AddValueSemantics(entry);
-
-  py::class_<TraceDiff> diff(m, "TraceDiff", R"doc(
-The comparison of two traces (see diff_records). ``entries`` is a list of DiffEntry (a copy).
-)doc");
-  diff.def(py::init([](std::string baseline_model, std::string current_model,
-                       std::vector<DiffEntry> entries) {
-             return TraceDiff{.baseline_model = std::move(baseline_model),
-                              .current_model = std::move(current_model),
-                              .entries = std::move(entries)};
-           }),
-           py::arg("baseline_model") = "", py::arg("current_model") = "",
-           py::arg("entries") = std::vector<DiffEntry>{})
-      .def_readwrite("baseline_model", &TraceDiff::baseline_model)
-      .def_readwrite("current_model", &TraceDiff::current_model)
-      .def_property(
-          "entries", [](const TraceDiff& d) { return ListToPy(d.entries); },
-          [](TraceDiff& d, std::vector<DiffEntry> v) { d.entries = std::move(v); })
-      .def_property_readonly("has_regressions", &TraceDiff::has_regressions,
-                             "True when any entry is a warning or critical.")
-      .def_property_readonly("critical_count", &TraceDiff::critical_count)
-      .def_property_readonly("warning_count", &TraceDiff::warning_count)
-      .def("to_dict", &DiffToDict, "The document `tracetorch diff --json` prints, as a dict.")
-      .def(
-          "to_json",
-          [](const TraceDiff& d, int indent) {
-            if (indent < 0) throw py::value_error("indent must be >= 0");
-            return DiffToJson(d, JsonStyle{.indent = indent});
-          },
-          py::arg("indent") = 2)
-      .def("__repr__", [](const TraceDiff& d) {
-        return absl::StrCat("TraceDiff(baseline_model=", Repr(py::str(d.baseline_model)),
-                            ", current_model=", Repr(py::str(d.current_model)),
-                            ", entries=", d.entries.size(), ", critical_count=", d.critical_count(),
-                            ", warning_count=", d.warning_count(), ")");
-      });
-}
-
 // ---- TraceRecord and files ----------------------------------------------------------------------
 
 void BindTraceRecord(py::module_& m) {
@@ -1027,73 +551,21 @@ and, for malformed JSON, the line and column.
       },
       py::arg("path"), py::arg("record"), py::arg("indent") = 2, R"doc(
 Writes `record` to `path` atomically (a concurrent reader sees the old or the new file, never a
-partial one). FileNotFoundError when the directory does not exist, PermissionError, or RuntimeError.
-)doc");
-}
-
-// The analyses; bound after the classes so that their signatures name the Python types.
-void BindAnalyses(py::module_& m) {
-  m.def(
-      "detect_anomalies",
-      [](const TraceRecord& record, const std::optional<Thresholds>& thresholds) {
-        absl::StatusOr<std::vector<Anomaly>> found =
-            DetectAnomalies(record, thresholds.value_or(Thresholds{}));
-        if (!found.ok()) ThrowStatus(found.status());
-        return *std::move(found);
-      },
-      py::arg("record"), py::arg("thresholds") = py::none(), R"doc(
-Returns the anomalies of `record` as a list of Anomaly (record.warnings is ignored). ValueError when
-`thresholds` is invalid.
-)doc");
-
-  const DiffThresholds defaults;
-  m.def(
-      "diff_records",
-      [](const TraceRecord& baseline, const TraceRecord& current, double latency_threshold,
-         double grad_norm_threshold, double std_threshold) {
-        const DiffThresholds thresholds{
-            .latency = latency_threshold, .grad_norm = grad_norm_threshold, .std = std_threshold};
-        if (absl::Status s = thresholds.Validate(); !s.ok()) ThrowStatus(s);
-        return DiffRecords(baseline, current, thresholds);
-      },
-      py::arg("baseline"), py::arg("current"), py::kw_only(),
-      py::arg("latency_threshold") = defaults.latency,
-      py::arg("grad_norm_threshold") = defaults.grad_norm, py::arg("std_threshold") = defaults.std,
-      R"doc(
-Compares two traces, matching layers by full_name. Thresholds are relative changes (0.1 = 10%);
-ValueError when one is negative or not finite.
+partial one). FileNotFoundError when the directory does not exist, PermissionError (both with
+.filename), OSError when the disk is full, RuntimeError for other I/O failures.
 )doc");
 }
 
 }  // namespace
 
 void BindRecord(py::module_& m) {
-  PyGlobals& globals = Globals();
-  py::module_ json = py::module_::import("json");
-  globals.json_loads = py::object(json.attr("loads")).release();
-  globals.json_dumps = py::object(json.attr("dumps")).release();
-  globals.os_fspath = py::object(py::module_::import("os").attr("fspath")).release();
-
-  py::object anomaly_severity = MakeStrEnum<AnomalySeverity>();
-  py::object anomaly_type = MakeStrEnum<AnomalyType>();
-  py::object diff_severity = MakeStrEnum<DiffSeverity>();
-  py::object diff_kind = MakeStrEnum<DiffKind>();
-  m.attr("AnomalySeverity") = anomaly_severity;
-  m.attr("AnomalyType") = anomaly_type;
-  m.attr("DiffSeverity") = diff_severity;
-  m.attr("DiffKind") = diff_kind;
-  globals.anomaly_severity = anomaly_severity.release();
-  globals.anomaly_type = anomaly_type.release();
-  globals.diff_severity = diff_severity.release();
-  globals.diff_kind = diff_kind.release();
-
+  InitRecordConvert(m);
+  BindStatusTranslate(m);
   BindTensor(m);
   BindMetadata(m);
   BindLayer(m);
   BindAnomaly(m);
-  BindDiff(m);
   BindTraceRecord(m);
-  BindAnalyses(m);
 }
 
 }  // namespace tracetorch::python

@@ -3,18 +3,19 @@
 // BindRecord registers on `m` (the `tracetorch._C` extension module):
 //   TraceRecord, TraceMetadata, NanOrigin, LayerTrace, TensorStats (our TensorInfo, a tensor entry
 //   with its statistics flattened: `t.shape`, `t.mean`; also exported as TensorInfo), Anomaly,
-//   AnomalySeverity, AnomalyType, Thresholds, detect_anomalies, TraceDiff, DiffEntry, DiffSeverity,
-//   DiffKind, diff_records, read_trace_file, write_trace_file.
+//   AnomalySeverity, AnomalyType, Thresholds, DiffSeverity, DiffKind, read_trace_file,
+//   write_trace_file, and _status_to_exception (status_translate.h). The analyses (TraceDiff,
+//   detect_anomalies, diff_records) are bind_analysis.h's.
 // The enums are `enum.StrEnum` classes whose `.value` is the JSON spelling
 // (AnomalySeverity.WARNING.value == "warning"), like the tracetorch-ml library's.
 //
-// Every type is a binding of the C++ struct in trace/record.h, anomaly.h or diff.h; the logic
-// (JSON, detection, diff) runs in C++. `to_dict()` returns exactly what `json.load` gives for the
-// written file, because it is produced by the same writer (trace/json.h).
+// Every type is a binding of the C++ struct in trace/record.h or anomaly.h; the logic (JSON,
+// validation) runs in C++ (record_convert.h). `to_dict()` returns exactly what `json.load` gives
+// for the written file, because it is produced by the same writer (trace/json.h).
 //
-// Errors never leave as C++ exceptions: absl::Status codes become Python exceptions
-// (InvalidArgument -> ValueError, NotFound -> FileNotFoundError, PermissionDenied ->
-// PermissionError, anything else -> RuntimeError), with the C++ message.
+// Errors never leave as C++ exceptions: absl::Status codes become Python exceptions through the
+// one mapping of status_translate.h (InvalidArgument -> ValueError, NotFound -> FileNotFoundError
+// with .filename, PermissionDenied -> PermissionError, ...), with the C++ message.
 //
 // REQUIRES: called once, with the GIL held, before any other binding that takes or returns these
 // types (agent/python/module.cc calls it first).

@@ -15,10 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/daemon_sink.h"
+#include "agent/python/status_translate.h"
 #include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
 #include "client/daemon_client.h"
+#include "guest/hook_guard.h"
 #include "protocol/address.h"
 #include "protocol/events.h"
 #include "trace/anomaly.h"
@@ -75,27 +77,6 @@ void Flatten(PyObject* obj, int depth, TensorList* out) {
     out->push_back(THPVariable_Unpack(obj));
   } else if (is_tensor < 0) {
     PyErr_Clear();
-  }
-}
-
-// absl::Status -> the Python exception a user expects.
-[[noreturn]] void ThrowStatus(const absl::Status& status) {
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      throw py::value_error(message);
-    case absl::StatusCode::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kPermissionDenied:
-      PyErr_SetString(PyExc_PermissionError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kResourceExhausted:
-      PyErr_SetString(PyExc_OSError, message.c_str());
-      throw py::error_already_set();
-    default:
-      throw std::runtime_error(message);
   }
 }
 
@@ -246,13 +227,7 @@ class SessionEngine {
   void SetMetadata(const py::dict& metadata) { tracer_->SetMetadata(ToMetadata(metadata)); }
 
   void Start() {
-    if (absl::Status s = tracer_->Start(); !s.ok()) {
-      if (s.code() == absl::StatusCode::kFailedPrecondition) {
-        PyErr_SetString(PyExc_RuntimeError, std::string(s.message()).c_str());
-        throw py::error_already_set();
-      }
-      ThrowStatus(s);
-    }
+    if (absl::Status s = tracer_->Start(); !s.ok()) ThrowStatus(s);
     final_.reset();
     if (sink_ == nullptr) closed_stats_.reset();  // This block does not stream.
   }
@@ -288,41 +263,39 @@ class SessionEngine {
     CloseStream(kCloseWaitS, total_time_ms);
     absl::StatusOr<TraceRecord> record = tracer_->Finalize(total_time_ms);
     if (!record.ok()) {
-      tracer_->RecordHookError("finalize", record.status().ToString());
+      tracer_->errors().Record("finalize", record.status().ToString());
       final_ = Decorate(tracer_->Snapshot());
       return;
     }
     final_ = Decorate(*std::move(record));
     if (watching) {
       if (absl::Status s = WriteTraceFile(watch_path_, *final_); !s.ok()) {
-        tracer_->RecordHookError("watch_final_flush", s.ToString());
+        tracer_->errors().Record("watch_final_flush", s.ToString());
       }
     }
   }
 
   // ---- Hot path ----------------------------------------------------------------------------
+  // The module-call hooks (session.py's _TracedForward): never raise into the user's forward.
   int64_t Pre(int layer, bool is_root, py::handle args, py::handle kwargs) {
-    try {
+    Tracer::CallId call = Tracer::kNoCall;
+    guest::GuardHook(tracer_->errors(), "pre_hook", [&] {
       TensorList tensors;
       Flatten(args.ptr(), 0, &tensors);
       if (kwargs.ptr() != nullptr && !kwargs.is_none()) Flatten(kwargs.ptr(), 0, &tensors);
-      return tracer_->BeginCall(layer, is_root, tensors);
-    } catch (const std::exception& e) {
-      tracer_->RecordHookError("pre_hook", e.what());
-      return Tracer::kNoCall;
-    }
+      call = tracer_->BeginCall(layer, is_root, tensors);
+    });
+    return call;
   }
 
   void Post(int64_t call, py::handle output) {
     if (call == Tracer::kNoCall) return;
-    try {
+    const bool ok = guest::GuardHook(tracer_->errors(), "post_hook", [&] {
       TensorList tensors;
       Flatten(output.ptr(), 0, &tensors);
       tracer_->EndCall(call, tensors);
-    } catch (const std::exception& e) {
-      tracer_->RecordHookError("post_hook", e.what());
-      tracer_->AbortCall(call);
-    }
+    });
+    if (!ok) tracer_->AbortCall(call);
   }
 
   void Abort(int64_t call) { tracer_->AbortCall(call); }
@@ -356,7 +329,7 @@ class SessionEngine {
       py::gil_scoped_release release;
       s = WriteTraceFile(path, record);
     }
-    if (!s.ok()) ThrowStatus(s);
+    if (!s.ok()) ThrowStatus(s, path);
   }
 
   std::string RecordJson(int indent) const {

@@ -1,12 +1,14 @@
-// The `tracetorch._C` extension module: the record API (bind_record.h) and the tracing engine
-// (bind_session.h).
+// The `tracetorch._C` extension module: the record API (bind_record.h), the analyses
+// (bind_analysis.h) and the tracing engine (bind_session.h).
 #include <pybind11/pybind11.h>
 
+#include "agent/python/bind_analysis.h"
 #include "agent/python/bind_record.h"
 #include "agent/python/bind_session.h"
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "tracetorch native core: trace records, anomaly detection, diff and the tracing engine";
   tracetorch::python::BindRecord(m);
+  tracetorch::python::BindAnalysis(m);
   tracetorch::python::BindSession(m);
 }

@@ -93,16 +93,20 @@ class TraceSession {
 
   TraceSession(const TraceSession&) = delete;
   TraceSession& operator=(const TraceSession&) = delete;
-  // Stops the session if it is active (see Stop()).
+  // Stops the session if it is active (see Stop()). On another thread than Start() the callbacks,
+  // which only that thread can remove, are made inert instead (see Threads above).
   ~TraceSession();
 
   // Starts a clean trace on the calling thread. FailedPrecondition if this session is already
-  // active or another session is active on this thread; InvalidArgument/PermissionDenied/... from
-  // the watch file setup.
+  // active, was abandoned (destroyed while active on another thread), another session is active
+  // on this thread, or in a child forked after Create(); Internal if the operator callbacks cannot
+  // be installed. The watch file is first written one interval later (its failures are counted
+  // and logged by the flusher, see agent/watch_flusher.h), and the daemon is never waited for.
   absl::Status Start();
   // Stops tracing, finalises the record (anomalies, total time) and writes the final watch file.
   // Idempotent. FailedPrecondition when called on another thread than Start() (the session keeps
-  // running then; stop it from its own thread).
+  // running then; stop it from its own thread); the final watch write's error (NotFound,
+  // PermissionDenied, ResourceExhausted, ...) otherwise; the record is finished either way.
   absl::Status Stop();
   bool active() const;
 

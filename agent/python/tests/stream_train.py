@@ -38,7 +38,6 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--daemon", default=None)
-    p.add_argument("--untraced", action="store_true")
     p.add_argument("--model-name", default="StreamNet")
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--batch", type=int, default=8)
@@ -65,7 +64,7 @@ def main() -> int:
             for _ in range(a.steps):
                 yield torch.randn(a.batch, a.width), torch.randn(a.batch, 4)
 
-    def train(session=None) -> float:
+    def train(session) -> float:
         announced = False
         start = time.perf_counter()
         for i, (x, y) in enumerate(batches()):
@@ -75,12 +74,12 @@ def main() -> int:
             opt.step()
             if a.sleep_ms:
                 time.sleep(a.sleep_ms / 1000.0)
-            if session is not None and not announced:
+            if not announced:
                 sid = (session.daemon_stats or {}).get("session_id")
                 if sid:
                     print("session", sid, flush=True)
                     announced = True
-            if i == a.sync_at and session is not None:
+            if i == a.sync_at:
                 deadline = time.monotonic() + 10
                 while time.monotonic() < deadline:
                     st = session.daemon_stats
@@ -93,10 +92,6 @@ def main() -> int:
                 print("synced", i, session.daemon_stats["sent_events"], flush=True)
             print("step", i, flush=True)
         return time.perf_counter() - start
-
-    if a.untraced:
-        print("done", train(), flush=True)
-        return 0
 
     import tracetorch
 

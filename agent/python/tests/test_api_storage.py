@@ -148,16 +148,22 @@ def test_save_into_a_file_path_parent_is_an_os_error(tmp_path: Path, train_recor
         save_json(train_record, blocker / "trace.json")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_save_into_read_only_directory_is_permission_error(tmp_path: Path, train_record):
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
-    try:
-        with pytest.raises(PermissionError):
+def test_save_into_read_only_directory_is_permission_error(unprivileged, unprivileged_dir: Path,
+                                                            train_record):
+    def check():
+        writable = unprivileged_dir / "writable"
+        locked = unprivileged_dir / "locked"
+        writable.mkdir()
+        locked.mkdir(mode=0o500)
+        locked.chmod(0o500)  # mkdir's mode is masked by the umask.
+        save_json(train_record, writable / "trace.json")  # The control: this user can write.
+        with pytest.raises(PermissionError) as info:
             save_json(train_record, locked / "trace.json")
-    finally:
-        locked.chmod(0o700)
+        assert info.value.errno == errno.EACCES
+        assert info.value.filename == str(locked / "trace.json")
+        assert os.listdir(locked) == []
+
+    unprivileged(check)
 
 
 def test_save_rejects_non_records(tmp_path: Path):

@@ -209,10 +209,9 @@ def test_killed_process_session_aborts_with_its_last_events(daemon, tmp_path):
         assert sid and synced
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        killed_at = time.monotonic()
+        # The daemon notices the dead connection by itself (no End ever comes).
         poll(lambda: (daemon.session(sid) or {}).get("state") == "aborted", 5,
              "the session to be aborted")
-        assert time.monotonic() - killed_at < 1.0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -224,12 +223,10 @@ def test_killed_process_session_aborts_with_its_last_events(daemon, tmp_path):
 
 
 def test_daemon_killed_and_restarted_training_continues(daemon, tmp_path):
+    # How much a dead daemon costs the training loop is a benchmark's question
+    # (bench/agent_overhead.py, variant traced-stream); here: training goes on and the stream
+    # resumes.
     steps, sleep_ms = 300, 8
-    base = train("--steps", steps, "--sleep-ms", sleep_ms, "--untraced")
-    out, err = base.communicate(timeout=120)
-    assert base.returncode == 0, err
-    untraced_s = float(next(l for l in out.splitlines() if l.startswith("done "))[5:])
-
     # A longer snapshot interval, so that the kill lands well after the last index write.
     daemon.stop()
     daemon.snapshot_interval = 1.0
@@ -267,8 +264,9 @@ def test_daemon_killed_and_restarted_training_continues(daemon, tmp_path):
     assert proc.returncode == 0, err
     assert restarted
     stats = json.loads(next(l for l in lines if l.startswith("stats "))[6:])
-    traced_s = float(next(l for l in lines if l.startswith("done "))[5:])
-    assert traced_s < 1.5 * untraced_s + 0.5, (traced_s, untraced_s)
+    # Every step ran, in order, while the daemon was away.
+    assert [int(l.split()[1]) for l in lines if l.startswith("step ")] == list(range(steps))
+    assert any(l.startswith("done ") for l in lines)
     assert stats["session_id"] == sid and stats["connects"] >= 2
     info = poll(lambda: (s := daemon.session(sid)) and s["state"] == "finished" and s, 5,
                 "the resumed session to finish")

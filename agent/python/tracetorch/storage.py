@@ -40,7 +40,8 @@ def save_json(record: TraceRecord, path: str | os.PathLike[str], *, indent: int 
     previous file or the new one, never a partial one. ``indent=0`` writes one line.
 
     Raises:
-        PermissionError, FileNotFoundError, RuntimeError (other I/O failures, e.g. disk full).
+        PermissionError, FileNotFoundError (with ``.filename``), OSError (disk full, quota),
+        RuntimeError (other I/O failures).
         TypeError: ``record`` is not a TraceRecord.
     """
     if not isinstance(record, TraceRecord):

@@ -1,0 +1,257 @@
+// The Tracer's backward half (see agent/tracer.h): the C++ autograd hooks it attaches to the nodes
+// of traced calls, and what they record. The forward path (tracer.cc) registers a call's backward
+// at EndCall through RegisterBackward().
+#include <torch/csrc/autograd/edge.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "agent/tracer.h"
+#include "agent/tracer_internal.h"
+
+namespace tracetorch::agent {
+namespace {
+
+using torch::autograd::FunctionPostHook;
+using torch::autograd::FunctionPreHook;
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+using tracer_internal::kMinNodePrune;
+using tracer_internal::Ms;
+using tracer_internal::SetMemoryDelta;
+
+constexpr size_t kMaxListenersPerNode = 1024;  // Oldest dropped past this.
+
+class PreHook final : public FunctionPreHook {
+ public:
+  PreHook(std::weak_ptr<Tracer> tracer, std::shared_ptr<NodeListeners> state)
+      : tracer_(std::move(tracer)), state_(std::move(state)) {}
+  variable_list operator()(const variable_list& grads) override {
+    if (std::shared_ptr<Tracer> tracer = tracer_.lock()) tracer->OnGradReady(*state_, grads);
+    return grads;
+  }
+  const NodeListeners* state() const { return state_.get(); }
+
+ private:
+  const std::weak_ptr<Tracer> tracer_;
+  const std::shared_ptr<NodeListeners> state_;
+};
+
+class PostHook final : public FunctionPostHook {
+ public:
+  PostHook(std::weak_ptr<Tracer> tracer, std::shared_ptr<NodeListeners> state)
+      : tracer_(std::move(tracer)), state_(std::move(state)) {}
+  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
+    if (std::shared_ptr<Tracer> tracer = tracer_.lock()) tracer->OnNodeDone(*state_);
+    return outputs;
+  }
+  const NodeListeners* state() const { return state_.get(); }
+
+ private:
+  const std::weak_ptr<Tracer> tracer_;
+  const std::shared_ptr<NodeListeners> state_;
+};
+
+// The sample of a backward call that `bc` started, ended at `end`: latency and the output
+// gradient's statistics.
+BackwardSample StartedSample(const BackwardCall& bc, std::chrono::steady_clock::time_point end) {
+  BackwardSample sample;
+  sample.latency_ms = std::max(0.0, Ms(end - bc.start));
+  if (bc.out) {
+    sample.grad_norm = bc.out->norm;
+    sample.grad_mean = bc.out->mean;
+    sample.grad_has_nan = bc.out->has_nan;
+    sample.grad_all_zero = bc.out->all_zero;
+  }
+  return sample;
+}
+
+}  // namespace
+
+// ---- Backward -----------------------------------------------------------------------------------
+
+std::shared_ptr<NodeListeners> Tracer::ListenersFor(const std::shared_ptr<Node>& node,
+                                                    bool need_post_hook) {
+  std::shared_ptr<NodeListeners> state;
+  if (auto it = nodes_.find(node.get()); it != nodes_.end()) state = it->second.lock();
+  if (state == nullptr) {
+    state = std::make_shared<NodeListeners>();
+    state->node = node;
+    node->add_pre_hook(std::make_unique<PreHook>(weak_from_this(), state));
+    nodes_[node.get()] = state;
+    if (nodes_.size() >= prune_nodes_at_) {
+      absl::erase_if(nodes_, [](const auto& kv) { return kv.second.expired(); });
+      prune_nodes_at_ = std::max(kMinNodePrune, 2 * nodes_.size());
+    }
+  } else {
+    // A node that outlives its forward (the accumulator of a leaf input reused every step) keeps
+    // its hook; drop listeners that can no longer fire.
+    auto stale = [epoch = epoch_](const Listener& l) {
+      return l.call->epoch != epoch ||
+             (l.role == Listener::Role::kInput && l.call->output_node.expired());
+    };
+    state->listeners.erase(std::remove_if(state->listeners.begin(), state->listeners.end(), stale),
+                           state->listeners.end());
+    if (state->listeners.size() >= kMaxListenersPerNode) {
+      state->listeners.erase(state->listeners.begin());
+    }
+  }
+  if (need_post_hook && !state->has_post_hook) {
+    node->add_post_hook(std::make_unique<PostHook>(weak_from_this(), state));
+    state->has_post_hook = true;
+  }
+  return state;
+}
+
+void Tracer::RegisterBackward(CallState& call, const at::Tensor& output) {
+  torch::autograd::Edge out_edge = torch::autograd::impl::gradient_edge(output);
+  if (!out_edge.function) return;
+  auto bc = std::make_shared<BackwardCall>();
+  bc->layer = call.layer;
+  bc->step = call.step;
+  bc->epoch = epoch_;
+  bc->has_input_edge = call.input_node != nullptr;
+  std::shared_ptr<NodeListeners> out_state =
+      ListenersFor(out_edge.function, /*need_post_hook=*/!bc->has_input_edge);
+  bc->output_node = out_state;
+  out_state->listeners.push_back(
+      Listener{Listener::Role::kOutput, static_cast<uint32_t>(out_edge.input_nr), bc});
+  if (bc->has_input_edge) {
+    std::shared_ptr<NodeListeners> in_state =
+        ListenersFor(call.input_node, /*need_post_hook=*/false);
+    in_state->listeners.push_back(Listener{Listener::Role::kInput, call.input_nr, bc});
+  }
+}
+
+void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample) {
+  if (absl::Status s = aggregator_.AddBackward(layer, sample); !s.ok()) {
+    errors_.Record("add_backward", s.ToString());
+    return;
+  }
+  NotifySink("event_sink", [&](EventSink& sink) { sink.OnBackward(layer, step, sample); });
+}
+
+void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& grads) {
+  const Clock::time_point enter = Clock::now();
+  if (ForkedChild()) return;
+  absl::MutexLock lock(&mu_);
+  if (!active_) return;
+  guest::GuardHook(errors_, "grad_ready", [&] {
+    mu_.AssertHeld();
+    GradReadyLocked(node, grads, enter);
+  });
+}
+
+void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
+                             Clock::time_point enter) {
+  if (!pending_.empty()) DrainPending(/*wait=*/true);
+  // Gradient statistics per input slot of the node, computed at most once per firing.
+  std::vector<std::pair<uint32_t, std::optional<GradStats>>> computed;
+  auto stats_for = [&](uint32_t nr) -> const std::optional<GradStats>& {
+    for (const auto& [k, v] : computed) {
+      if (k == nr) return v;
+    }
+    std::optional<GradStats> stats;
+    if (nr < grads.size() && grads[nr].defined()) {
+      absl::StatusOr<GradStats> s = ComputeGradStats(grads[nr]);
+      if (s.ok()) {
+        stats = *s;
+      } else {
+        errors_.Record("grad_stats", s.status().ToString());
+      }
+    }
+    computed.emplace_back(nr, stats);
+    return computed.back().second;
+  };
+  bool any_started = false;
+  // Starts first, so that a call whose output is its input (Identity) starts and ends here.
+  for (Listener& l : node.listeners) {
+    if (l.role != Listener::Role::kOutput || l.call->epoch != epoch_) continue;
+    l.call->out = stats_for(l.nr);
+    if (l.nr < grads.size() && grads[l.nr].defined() && grads[l.nr].is_cuda()) {
+      l.call->cuda_device = grads[l.nr].device();
+      l.call->mem_before = SampleDeviceMemory(*l.call->cuda_device);
+    }
+    l.call->started = true;
+    l.call->start = enter;
+    any_started = true;
+  }
+  for (Listener& l : node.listeners) {
+    if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
+    BackwardCall& bc = *l.call;
+    BackwardSample sample = StartedSample(bc, enter);
+    if (const std::optional<GradStats>& in = stats_for(l.nr)) {
+      sample.grad_in_norm = in->norm;
+      sample.grad_in_mean = in->mean;
+      sample.grad_in_has_nan = in->has_nan;
+    }
+    SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
+    bc.started = false;
+    AddBackwardSample(bc.layer, bc.step, sample);
+  }
+  if (any_started) {
+    // Our own work in this hook is not part of the layers' backward time.
+    const Clock::time_point exit = Clock::now();
+    for (Listener& l : node.listeners) {
+      if (l.role == Listener::Role::kOutput && l.call->epoch == epoch_ && l.call->started) {
+        l.call->start = exit;
+      }
+    }
+  }
+}
+
+void Tracer::OnNodeDone(NodeListeners& node) {
+  const Clock::time_point end = Clock::now();
+  if (ForkedChild()) return;
+  absl::MutexLock lock(&mu_);
+  if (!active_) return;
+  guest::GuardHook(errors_, "node_done", [&] {
+    mu_.AssertHeld();
+    NodeDoneLocked(node, end);
+  });
+}
+
+void Tracer::NodeDoneLocked(NodeListeners& node, Clock::time_point end) {
+  for (Listener& l : node.listeners) {
+    BackwardCall& bc = *l.call;
+    if (l.role != Listener::Role::kOutput || bc.epoch != epoch_ || bc.has_input_edge ||
+        !bc.started) {
+      continue;
+    }
+    BackwardSample sample = StartedSample(bc, end);
+    SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
+    bc.started = false;
+    AddBackwardSample(bc.layer, bc.step, sample);
+  }
+}
+
+void Tracer::DetachHooks() {
+  for (auto& [key, weak_state] : nodes_) {
+    std::shared_ptr<NodeListeners> state = weak_state.lock();
+    if (state == nullptr) continue;
+    std::shared_ptr<Node> node = state->node.lock();
+    if (node == nullptr) continue;
+    auto& pre = node->pre_hooks();
+    pre.erase(std::remove_if(pre.begin(), pre.end(),
+                             [&](const std::unique_ptr<FunctionPreHook>& h) {
+                               auto* ours = dynamic_cast<PreHook*>(h.get());
+                               return ours != nullptr && ours->state() == state.get();
+                             }),
+              pre.end());
+    auto& post = node->post_hooks();
+    post.erase(std::remove_if(post.begin(), post.end(),
+                              [&](const std::unique_ptr<FunctionPostHook>& h) {
+                                auto* ours = dynamic_cast<PostHook*>(h.get());
+                                return ours != nullptr && ours->state() == state.get();
+                              }),
+               post.end());
+  }
+  nodes_.clear();
+  prune_nodes_at_ = kMinNodePrune;
+}
+
+}  // namespace tracetorch::agent
