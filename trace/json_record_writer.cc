@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 
@@ -175,6 +176,31 @@ void WriteMetadata(const TraceMetadata& m, JsonWriter& w) {
   }
   w.EndObject();
 }
+
+// A key of ours and its string value.
+struct KeyString {
+  std::string_view key;
+  std::string_view value;
+};
+
+// One finding: an anomaly of a record's warnings ({"type", "severity", ...}) or a diff entry
+// ({"severity", "kind", ...}): the two keys that classify it, then layer, message and details.
+void WriteFinding(KeyString first, KeyString second, const std::string& layer,
+                  const std::string& message, const Details& details, JsonWriter& w) {
+  w.BeginObject();
+  for (const KeyString& e : {first, second}) {
+    w.PlainKey(e.key);
+    w.String(e.value);
+  }
+  w.PlainKey("layer");
+  w.String(layer);
+  w.PlainKey("message");
+  w.String(message);
+  w.PlainKey("details");
+  WriteDetails(details, w);
+  w.EndObject();
+}
+
 }  // namespace
 
 void WriteRecord(const TraceRecord& record, JsonWriter& w) {
@@ -188,18 +214,8 @@ void WriteRecord(const TraceRecord& record, JsonWriter& w) {
   w.PlainKey("warnings");
   w.BeginArray();
   for (const Anomaly& a : record.warnings) {
-    w.BeginObject();
-    w.PlainKey("type");
-    w.String(ToString(a.type));
-    w.PlainKey("severity");
-    w.String(ToString(a.severity));
-    w.PlainKey("layer");
-    w.String(a.layer);
-    w.PlainKey("message");
-    w.String(a.message);
-    w.PlainKey("details");
-    WriteDetails(a.details, w);
-    w.EndObject();
+    WriteFinding({"type", ToString(a.type)}, {"severity", ToString(a.severity)}, a.layer, a.message,
+                 a.details, w);
   }
   w.EndArray();
   w.EndObject();
@@ -219,19 +235,9 @@ void WriteDiff(const TraceDiff& diff, JsonWriter& w) {
   w.Int(diff.warning_count());
   w.PlainKey("entries");
   w.BeginArray();
-  for (const DiffEntry& entry : diff.entries) {
-    w.BeginObject();
-    w.PlainKey("severity");
-    w.String(ToString(entry.severity));
-    w.PlainKey("kind");
-    w.String(ToString(entry.kind));
-    w.PlainKey("layer");
-    w.String(entry.layer);
-    w.PlainKey("message");
-    w.String(entry.message);
-    w.PlainKey("details");
-    WriteDetails(entry.details, w);
-    w.EndObject();
+  for (const DiffEntry& e : diff.entries) {
+    WriteFinding({"severity", ToString(e.severity)}, {"kind", ToString(e.kind)}, e.layer, e.message,
+                 e.details, w);
   }
   w.EndArray();
   w.EndObject();
