@@ -109,4 +109,8 @@ std::string DiffToJson(const TraceDiff& diff, JsonStyle style) {
   return out;
 }
 
+void WriteAnomalyJson(const Anomaly& anomaly, JsonWriter& w) {
+  json_internal::WriteAnomaly(anomaly, w);
+}
+
 }  // namespace tracetorch

@@ -203,6 +203,11 @@ void WriteFinding(KeyString first, KeyString second, const std::string& layer,
 
 }  // namespace
 
+void WriteAnomaly(const Anomaly& a, JsonWriter& w) {
+  WriteFinding({"type", ToString(a.type)}, {"severity", ToString(a.severity)}, a.layer, a.message,
+               a.details, w);
+}
+
 void WriteRecord(const TraceRecord& record, JsonWriter& w) {
   w.BeginObject();
   w.PlainKey("metadata");
@@ -213,10 +218,7 @@ void WriteRecord(const TraceRecord& record, JsonWriter& w) {
   w.EndArray();
   w.PlainKey("warnings");
   w.BeginArray();
-  for (const Anomaly& a : record.warnings) {
-    WriteFinding({"type", ToString(a.type)}, {"severity", ToString(a.severity)}, a.layer, a.message,
-                 a.details, w);
-  }
+  for (const Anomaly& a : record.warnings) WriteAnomaly(a, w);
   w.EndArray();
   w.EndObject();
 }

@@ -19,6 +19,9 @@ namespace json_internal {
 // Writes `record` as one JSON value (an object: metadata, layers, warnings) to `w`.
 void WriteRecord(const TraceRecord& record, JsonWriter& w);
 
+// Writes `anomaly` as one JSON value: the object a record's "warnings" holds.
+void WriteAnomaly(const Anomaly& anomaly, JsonWriter& w);
+
 // Writes `diff` as one JSON value (the `tracetorch diff --json` object) to `w`.
 void WriteDiff(const TraceDiff& diff, JsonWriter& w);
 
