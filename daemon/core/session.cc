@@ -6,8 +6,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/data_dir.h"
 #include "protocol/codes.h"
 #include "protocol/record_proto.h"
+#include "trace/atomic_file.h"
 #include "trace/json.h"
 
 namespace tracetorch::daemon {
@@ -542,7 +544,7 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
     if (!force && changes == written_changes_) return false;
     record = RecordLocked();
   }
-  if (absl::Status s = WriteTraceFile(path, record); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
   written_changes_ = changes;
   return true;
 }

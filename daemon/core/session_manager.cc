@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/data_dir.h"
 #include "google/protobuf/util/json_util.h"
 #include "protocol/record_proto.h"
 #include "spdlog/spdlog.h"
@@ -52,18 +53,20 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(
   if (options.session_limits.history_steps < 4) {
     return absl::InvalidArgumentError("history steps per layer must be at least 4");
   }
+  std::unique_ptr<DataDirLock> lock;
   if (!options.data_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(options.data_dir) / "sessions", ec);
-    if (ec) {
-      return absl::Status(ec == std::errc::permission_denied ? absl::StatusCode::kPermissionDenied
-                                                             : absl::StatusCode::kInternal,
-                          absl::StrCat("cannot create data directory ", options.data_dir,
-                                       "/sessions: ", ec.message()));
-    }
+    absl::StatusOr<std::unique_ptr<DataDirLock>> locked = DataDirLock::Acquire(options.data_dir);
+    if (!locked.ok()) return locked.status();
+    lock = *std::move(locked);
+    const std::string sessions = absl::StrCat(options.data_dir, "/sessions");
+    if (absl::Status s = MakeDataDirectory(sessions); !s.ok()) return s;
+    // Whatever a killed daemon was writing when it died.
+    const int leftovers = RemoveLeftoverTemps(options.data_dir) + RemoveLeftoverTemps(sessions);
+    if (leftovers > 0) spdlog::info("removed {} unfinished temporary files", leftovers);
   }
   std::unique_ptr<SessionManager> m(
       new SessionManager(std::move(options), counters, std::move(clock)));
+  m->lock_ = std::move(lock);
   if (absl::Status s = m->LoadIndex(); !s.ok()) return s;
   return m;
 }
@@ -282,7 +285,8 @@ void SessionManager::WriteIndex() {
     spdlog::error("cannot encode the session index: {}", s.message().as_string());
     return;
   }
-  if (absl::Status s = WriteFileAtomic(absl::StrCat(options_.data_dir, "/index.json"), json);
+  if (absl::Status s =
+          WriteFileAtomic(absl::StrCat(options_.data_dir, "/index.json"), json, kDataFileMode);
       !s.ok()) {
     Bump(counters_->snapshot_errors);
     spdlog::error("cannot write the session index: {}", s.ToString());

@@ -33,6 +33,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/counters.h"
+#include "daemon/core/data_dir.h"
 #include "daemon/core/session.h"
 #include "tracetorch/v1/agent.pb.h"
 #include "tracetorch/v1/service.pb.h"
@@ -57,10 +58,12 @@ class SessionManager {
  public:
   using Clock = std::function<absl::Time()>;
 
-  // Creates DATA_DIR/sessions and loads DATA_DIR/index.json when present; sessions the index
-  // lists as live (the daemon died) become aborted. InvalidArgument for invalid thresholds or
-  // limits, Internal/PermissionDenied when the data directory cannot be created, InvalidArgument
-  // when the index does not parse (the message names the file).
+  // Locks the data directory (DataDirLock: FailedPrecondition while another daemon holds it),
+  // creates DATA_DIR/sessions (0750), removes temporary files a killed daemon left, and loads
+  // DATA_DIR/index.json when present; sessions the index lists as live (the daemon died) become
+  // aborted. InvalidArgument for invalid thresholds or limits, Internal/PermissionDenied when the
+  // data directory cannot be created, InvalidArgument when the index does not parse (the message
+  // names the file). Files it writes are 0640 whatever the umask.
   static absl::StatusOr<std::unique_ptr<SessionManager>> Create(SessionManagerOptions options,
                                                                 DaemonCounters* counters,
                                                                 Clock clock = absl::Now);
@@ -150,6 +153,7 @@ class SessionManager {
   bool index_dirty_ ABSL_GUARDED_BY(mu_) = false;
 
   absl::Mutex index_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // Serialises index writes.
+  std::unique_ptr<DataDirLock> lock_;  // Held for the manager's lifetime (with a data dir).
 };
 
 }  // namespace tracetorch::daemon
