@@ -93,13 +93,14 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
   Bump(counters_->bytes_received, payload.size() + protocol::wire::kFrameHeaderBytes);
   if (session_ != nullptr && !ended_) {
     if (std::optional<std::string_view> bytes = EventBatchBytes(payload); bytes.has_value()) {
-      // The hot path: reuse batch_'s memory instead of a fresh oneof member per frame.
-      if (!batch_.ParseFromArray(bytes->data(), static_cast<int>(bytes->size()))) {
+      // The hot path: decoded from the frame's bytes (protocol/frame_decoder.h), no message.
+      absl::StatusOr<BatchOutcome> r = session_->AddBatchBytes(*bytes);
+      if (!r.ok()) {
         return Fail("garbage",
                     absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
                     /*count_frame=*/true, out);
       }
-      HandleBatch(batch_, out);
+      HandleOutcome(*r, out);
       return true;
     }
   }
@@ -141,7 +142,7 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
       }
       return true;
     case v1::AgentMessage::kEvents:  // Not the exact framing of the hot path (extra fields).
-      HandleBatch(message_.events(), out);
+      HandleOutcome(session_->AddBatch(message_.events()), out);
       return true;
     case v1::AgentMessage::kHeartbeat:
       session_->Heartbeat(message_.heartbeat());
@@ -157,8 +158,7 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
               /*count_frame=*/true, out);
 }
 
-void IngestConnection::HandleBatch(const v1::EventBatch& batch, std::string* out) {
-  BatchOutcome r = session_->AddBatch(batch);
+void IngestConnection::HandleOutcome(const BatchOutcome& r, std::string* out) {
   Bump(counters_->events_total, r.accepted);
   if (r.rejected > 0) {
     Bump(counters_->rejected_events, r.rejected);

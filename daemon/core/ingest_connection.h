@@ -51,7 +51,7 @@ class IngestConnection {
   const std::string& session_id() const { return session_id_; }
 
  private:
-  void HandleBatch(const v1::EventBatch& batch, std::string* out);
+  void HandleOutcome(const BatchOutcome& r, std::string* out);
   bool Fail(std::string_view cause, const absl::Status& status, bool count_frame, std::string* out);
 
   SessionManager* const manager_;
@@ -60,10 +60,7 @@ class IngestConnection {
   const PeerCredentials peer_;
   const uint32_t max_frame_bytes_;
 
-  v1::AgentMessage message_;  // For messages other than event batches.
-  // Event batches are parsed straight into this one (see OnFrame): a oneof member is deleted on
-  // every Clear(), but a plain message keeps its repeated sub-messages allocated for reuse.
-  v1::EventBatch batch_;
+  v1::AgentMessage message_;  // For messages other than event batches (decoded from the bytes).
   std::shared_ptr<Session> session_;
   uint64_t attachment_ = 0;
   std::string session_id_;

@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/server/daemon.h"
 #include "spdlog/spdlog.h"
 
@@ -67,6 +68,11 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
+
+  // Debian's absl is built with its debug-mode deadlock detection on: every Mutex::Lock then
+  // takes one global spinlock and walks a lock graph, which cost the ingest path about half its
+  // time. The tests (and the clang job) keep it; the daemon's own process turns it off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (config.socket_path.empty())
