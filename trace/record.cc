@@ -28,6 +28,15 @@ constexpr std::array<std::pair<AnomalyType, std::string_view>, 9> kTypeNames = {
 
 }  // namespace
 
+// Declared in record.h without a body so that the header compiles as C++17; defaulted here.
+bool operator==(const TensorStats&, const TensorStats&) = default;
+bool operator==(const TensorInfo&, const TensorInfo&) = default;
+bool operator==(const LayerTrace&, const LayerTrace&) = default;
+bool operator==(const Anomaly&, const Anomaly&) = default;
+bool operator==(const NanOrigin&, const NanOrigin&) = default;
+bool operator==(const TraceMetadata&, const TraceMetadata&) = default;
+bool operator==(const TraceRecord&, const TraceRecord&) = default;
+
 const DetailValue* FindDetail(const Details& details, std::string_view key) {
   for (const auto& [k, v] : details) {
     if (k == key) return &v;

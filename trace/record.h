@@ -6,9 +6,11 @@
 // Conventions:
 //  - A value that was not measured is std::nullopt (JSON `null`), never 0.
 //  - A non-finite measured value (a NaN mean, say) is kept as the double itself in memory; the
-//  writer
-//    turns it into `null` and the NaN/Inf flags carry the fact.
+//    writer turns it into `null` and the NaN/Inf flags carry the fact.
 //  - Plain structs with value semantics; not synchronised. Copy freely.
+//  - == and != compare member by member (doubles with ==, so a NaN member never compares equal).
+//    record.cc defaults them, so that this header, installed for find_package(tracetorch), stays
+//    C++17 (libtorch programs build with CMAKE_CXX_STANDARD 17).
 #ifndef TRACETORCH_TRACE_RECORD_H_
 #define TRACETORCH_TRACE_RECORD_H_
 
@@ -32,7 +34,8 @@ struct TensorStats {
   int64_t nan_count = 0;
   int64_t inf_count = 0;
 
-  friend bool operator==(const TensorStats&, const TensorStats&) = default;
+  friend bool operator==(const TensorStats&, const TensorStats&);
+  friend bool operator!=(const TensorStats& a, const TensorStats& b) { return !(a == b); }
 };
 
 // One input or output tensor of a layer call.
@@ -43,7 +46,8 @@ struct TensorInfo {
   // Absent when statistics were not captured for this tensor (JSON: the stat keys are missing).
   std::optional<TensorStats> stats;
 
-  friend bool operator==(const TensorInfo&, const TensorInfo&) = default;
+  friend bool operator==(const TensorInfo&, const TensorInfo&);
+  friend bool operator!=(const TensorInfo& a, const TensorInfo& b) { return !(a == b); }
 };
 
 // Everything recorded for one module (layer), aggregated over all its calls.
@@ -89,7 +93,8 @@ struct LayerTrace {
   std::optional<int64_t> bwd_mem_alloc_delta;
   std::optional<int64_t> bwd_mem_reserved_delta;
 
-  friend bool operator==(const LayerTrace&, const LayerTrace&) = default;
+  friend bool operator==(const LayerTrace&, const LayerTrace&);
+  friend bool operator!=(const LayerTrace& a, const LayerTrace& b) { return !(a == b); }
 };
 
 // A value in an anomaly's or diff entry's `details` object.
@@ -128,7 +133,8 @@ struct Anomaly {
   std::string message;
   Details details;
 
-  friend bool operator==(const Anomaly&, const Anomaly&) = default;
+  friend bool operator==(const Anomaly&, const Anomaly&);
+  friend bool operator!=(const Anomaly& a, const Anomaly& b) { return !(a == b); }
 };
 
 // Where a non-finite value first appeared in a run (see anomaly.h): the model input, or the first
@@ -139,7 +145,8 @@ struct NanOrigin {
   int64_t step = 0;    // 0-based forward pass (step) in which it appeared.
   bool is_nan = true;  // false: the first non-finite value was +/-Inf, not NaN.
 
-  friend bool operator==(const NanOrigin&, const NanOrigin&) = default;
+  friend bool operator==(const NanOrigin&, const NanOrigin&);
+  friend bool operator!=(const NanOrigin& a, const NanOrigin& b) { return !(a == b); }
 };
 
 struct TraceMetadata {
@@ -156,7 +163,8 @@ struct TraceMetadata {
   // read-modify-write keeps them. Also where agents put counters (e.g. "dropped_events": 12).
   std::vector<std::pair<std::string, std::string>> extra;
 
-  friend bool operator==(const TraceMetadata&, const TraceMetadata&) = default;
+  friend bool operator==(const TraceMetadata&, const TraceMetadata&);
+  friend bool operator!=(const TraceMetadata& a, const TraceMetadata& b) { return !(a == b); }
 };
 
 // One trace: layers in the order they first completed a forward pass (children before parents, as
@@ -170,7 +178,8 @@ struct TraceRecord {
   // index (see diff.cc).
   const LayerTrace* FindLayer(std::string_view full_name) const;
 
-  friend bool operator==(const TraceRecord&, const TraceRecord&) = default;
+  friend bool operator==(const TraceRecord&, const TraceRecord&);
+  friend bool operator!=(const TraceRecord& a, const TraceRecord& b) { return !(a == b); }
 };
 
 }  // namespace tracetorch
