@@ -2,7 +2,7 @@
 // bytes: no generated code, no allocation per event, memory independent of the batch's size (a
 // parsed message would take several times the frame, and a hostile frame of tiny nested messages
 // tens of times). It accepts exactly what libprotobuf's ParseFromArray accepts and decodes the same
-// values (frame_decoder_test.cc and fuzz/frame_fuzzer.cc compare the two): unknown fields and known
+// values (frame_decoder_test.cc and fuzz/frame_fuzz.cc compare the two): unknown fields and known
 // fields of another wire type are skipped, packed and unpacked repeated scalars both read, a later
 // scalar replaces an earlier one, a repeated sub-message appends, a singular one merges.
 //

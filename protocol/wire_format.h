@@ -3,7 +3,7 @@
 // libprotobuf's own parser (a tag or a length takes at most 5 bytes, a varint at most 10; a tag
 // keeps its low 32 bits; an unknown group must end with its own end tag; nesting deeper than 100
 // fails), so that what these functions accept is exactly what ParseFromArray accepts
-// (frame_decoder_test.cc and fuzz/frame_fuzzer.cc compare them).
+// (frame_decoder_test.cc and fuzz/frame_fuzz.cc compare them).
 //
 // Internal to protocol/ (wire.cc, frame_decoder.cc). Thread-compatible: a Reader is a cursor.
 #ifndef TRACETORCH_PROTOCOL_WIRE_FORMAT_H_

@@ -1,6 +1,6 @@
 // The generated parser as the oracle of protocol/frame_decoder.h (not part of any product): for a
 // byte string, whether ParseFromArray and DecodeEventBatch agree on accepting it and, when both
-// do, on every value the daemon reads. Used by frame_decoder_test.cc and fuzz/frame_fuzzer.cc.
+// do, on every value the daemon reads. Used by frame_decoder_test.cc and fuzz/frame_fuzz.cc.
 //
 // Header-only; thread-compatible.
 #ifndef TRACETORCH_PROTOCOL_TESTING_DECODER_ORACLE_H_
