@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "protocol/wire.h"
 
@@ -57,6 +58,13 @@ bool IngestConnection::Fail(std::string_view cause, const absl::Status& status, 
 }
 
 bool IngestConnection::OnFrameHeader(uint32_t length, std::string* out) {
+  if (session_ == nullptr && length > kMaxHelloFrameBytes && length <= max_frame_bytes_) {
+    return Fail(
+        "hello size",
+        absl::InvalidArgumentError(absl::StrCat(
+            "first frame of ", length, " bytes; a Hello takes at most ", kMaxHelloFrameBytes)),
+        /*count_frame=*/true, out);
+  }
   if (length == 0 || length > max_frame_bytes_) {
     return Fail(
         "frame size",
@@ -104,6 +112,12 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
       return true;
     }
   }
+  // A message parsed from a large frame keeps that much memory allocated (Clear() keeps repeated
+  // fields' capacity): such a one is replaced by a fresh message once handled.
+  constexpr size_t kKeepMessageBelow = 64 << 10;
+  absl::Cleanup reset_large = [this, large = payload.size() >= kKeepMessageBelow] {
+    if (large) message_ = v1::AgentMessage();
+  };
   if (!message_.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return Fail("garbage", absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
                 /*count_frame=*/true, out);
@@ -169,6 +183,11 @@ void IngestConnection::HandleOutcome(const BatchOutcome& r, std::string* out) {
       AppendError(r.error, /*fatal=*/false, out);
     }
   }
+}
+
+void IngestConnection::OnTimeout(const absl::Status& status, std::string* out) {
+  Bump(counters_->connections_timed_out);
+  Fail("timeout", status, /*count_frame=*/false, out);
 }
 
 void IngestConnection::OnClosed(bool truncated) {

@@ -400,6 +400,11 @@ int32_t Session::peer_uid() const {
   return peer_.uid;
 }
 
+bool Session::has_events() const {
+  absl::MutexLock lock(&mu_);
+  return events_ > 0 || rejected_events_ > 0 || DroppedLocked() > 0;
+}
+
 uint64_t Session::DroppedLocked() const { return client_dropped_ + lost_events_; }
 
 v1::SessionInfo Session::Info() const {

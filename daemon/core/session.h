@@ -94,6 +94,9 @@ class Session {
 
   SessionState state() const ABSL_LOCKS_EXCLUDED(mu_);
   int32_t peer_uid() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether any event was accepted, rejected or reported dropped (restored counts included): a
+  // session without is not worth keeping as history (a Hello and nothing else).
+  bool has_events() const ABSL_LOCKS_EXCLUDED(mu_);
   v1::SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
   v1::SessionIndexEntry IndexEntry() const ABSL_LOCKS_EXCLUDED(mu_);
 
