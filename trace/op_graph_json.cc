@@ -526,6 +526,8 @@ absl::Status ReadGraph(element root, OpGraph* g) {
 
 }  // namespace
 
+void WriteOpNodeJson(const OpNode& op, JsonWriter& w) { WriteOp(op, w); }
+
 std::string OpGraphToJson(const OpGraph& graph, int indent) {
   std::string out;
   JsonWriter w(indent, &out);

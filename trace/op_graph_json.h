@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trace/json_writer.h"
 #include "trace/op_graph.h"
 
 namespace tracetorch {
@@ -40,6 +41,10 @@ inline constexpr int kOpGraphVersion = 1;
 
 // The document; `indent` spaces per level (0: one line). Deterministic.
 std::string OpGraphToJson(const OpGraph& graph, int indent = 1);
+
+// Writes one op object of the "ops" array (the layout above) to `w`: for tools that print a
+// selection of the ops (`tracetorch ops --json`).
+void WriteOpNodeJson(const OpNode& op, JsonWriter& w);
 
 // Reads a document OpGraphToJson wrote. InvalidArgument naming the field for a document of the
 // wrong shape ("ops[2].inputs[0].source.kind: expected one of op, input, param, other"), a

@@ -252,3 +252,23 @@ def test_hooks_are_removed_even_when_the_forward_raises(tl):
     assert not model._forward_hooks and not model.fc._forward_pre_hooks
     trace = tl.trace(model.fc, torch.ones(1, 2))  # No capture left active.
     assert [op.label for op in trace.ops] == ["linear_1_1"]
+
+
+def test_cli_lists_an_exported_trace(resnet_trace, tmp_path):
+    import os
+    import subprocess
+
+    binary = os.environ.get("TRACETORCH_BIN")
+    if not binary:
+        pytest.skip("TRACETORCH_BIN is not set (ctest sets it)")
+    path = tmp_path / "ops.json"
+    resnet_trace.export(str(path))
+    run = subprocess.run([binary, "ops", str(path), "--func", "conv2d", "--in-module", "layer2",
+                          "--json"], capture_output=True, text=True, check=True)
+    doc = json.loads(run.stdout)
+    assert doc["count"] == 5
+    assert [op["label"] for op in doc["ops"]] == [
+        op.label for op in resnet_trace.select("func('conv2d') & in_module('layer2')")]
+    table = subprocess.run([binary, "ops", str(path), "--label", "add_1_10", "--color=never"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "add_1_10" in table and "layer1.0" in table and "1 of 69 ops" in table
