@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/ops/script_hierarchy.h"
 #include "agent/stats.h"
 #include "trace/json_writer.h"
 
@@ -39,6 +40,8 @@ bool IsSkipped(std::string_view name) {
   }
   return false;
 }
+
+absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 std::string_view StripNamespace(std::string_view name) {
   const size_t colons = name.rfind("::");
@@ -180,6 +183,7 @@ void OpRecorder::Stop() {
   // The weak references only served to keep addresses unique while recording.
   producers_.clear();
   pending_params_.clear();
+  last_outputs_.clear();
 }
 
 void OpRecorder::Fail(std::string_view cause, std::string_view message) {
@@ -253,6 +257,7 @@ std::unique_ptr<at::ObserverContext> OpRecorder::OnStart(const at::RecordFunctio
     node.index = op + 1;
     node.call_index = ++call_counts_[node.func_name];
     node.label = OpLabel(node.func_name, node.call_index, node.index);
+    if (options_.script_modules) ScriptTransition();
     node.module_pass = open_.empty() ? -1 : open_.back().pass;
     const SchemaInfo& schema = SchemaOf(fn);
     const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
@@ -313,6 +318,7 @@ void OpRecorder::OnEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       });
     }
     node.tensor_output = !outputs.empty();
+    if (options_.script_modules) last_outputs_ = outputs;
     for (size_t k = 0; k < outputs.size(); ++k) {
       Record(outputs[k].unsafeGetTensorImpl(), outputs[k],
              OpSource{OpSource::Kind::kOp, op, static_cast<int32_t>(k)});
@@ -407,22 +413,25 @@ void OpRecorder::PopModule(int32_t pass, const std::vector<at::Tensor>& outputs)
                          [pass](const OpenPass& p) { return p.pass == pass; });
   if (it == open_.end()) return;
   at::DisableRecordFunctionGuard quiet;
-  const int32_t n = static_cast<int32_t>(graph_.ops.size());
-  // Passes opened inside this one and left open (their forward raised or returned early).
+  // Passes opened inside this one and left open: script passes, or passes whose forward raised.
   while (open_.back().pass != pass) {
     const OpenPass inner = open_.back();
     open_.pop_back();
-    if (n > inner.first) {
-      graph_.modules[inner.pass].first_op = inner.first;
-      graph_.modules[inner.pass].last_op = n - 1;
-    }
+    ClosePass(inner, inner.script ? last_outputs_ : std::vector<at::Tensor>());
   }
   const OpenPass mine = open_.back();
   open_.pop_back();
-  ModulePass& m = graph_.modules[pass];
-  if (n > mine.first) {
-    m.first_op = mine.first;
-    m.last_op = n - 1;
+  ClosePass(mine, outputs);
+}
+
+void OpRecorder::ClosePass(const OpenPass& p, const std::vector<at::Tensor>& outputs) {
+  const int32_t n = static_cast<int32_t>(graph_.ops.size());
+  const int32_t pass = p.pass;
+  if (n > p.first) {
+    graph_.modules[pass].first_op = p.first;
+    graph_.modules[pass].last_op = n - 1;
+  } else if (p.script) {
+    return;  // A script pass that ran no op has no output of its own.
   }
   std::vector<std::pair<int32_t, const at::Tensor*>> producers;
   for (const at::Tensor& t : outputs) {
@@ -453,6 +462,34 @@ void OpRecorder::PopModule(int32_t pass, const std::vector<at::Tensor>& outputs)
     }
   } catch (const std::exception& e) {
     Fail("module_end", e.what());
+  }
+}
+
+void OpRecorder::ScriptTransition() {
+  const std::vector<std::string> hierarchy = CurrentModuleHierarchy();
+  const std::vector<ScriptFrame> frames = ParseModuleHierarchy(hierarchy);
+  size_t base = open_.size();  // The first script pass on the stack.
+  while (base > 0 && open_[base - 1].script) --base;
+  // Keep the script passes that are a prefix of the current path.
+  size_t keep = 0;
+  std::string path;
+  std::vector<std::string> paths;
+  for (const ScriptFrame& f : frames) {
+    path = path.empty() ? std::string(f.instance) : absl::StrCat(path, ".", A(f.instance));
+    paths.push_back(path);
+  }
+  while (base + keep < open_.size() && keep < paths.size() &&
+         graph_.modules[open_[base + keep].pass].path == paths[keep]) {
+    ++keep;
+  }
+  while (open_.size() > base + keep) {
+    const OpenPass inner = open_.back();
+    open_.pop_back();
+    ClosePass(inner, last_outputs_);
+  }
+  for (size_t k = keep; k < frames.size(); ++k) {
+    PushModule(paths[k], frames[k].type, {}, 0);
+    open_.back().script = true;
   }
 }
 

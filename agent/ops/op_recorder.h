@@ -91,6 +91,12 @@ struct OpRecorderOptions {
   // Called with the site index and the op's output; returns the replacement (undefined: keep).
   // May throw (recorded as a hook error, the output left as is).
   std::function<at::Tensor(int32_t site, const at::Tensor& output)> intervene;
+  // TorchScript: before each op, open and close module passes (nested in the innermost pass the
+  // caller pushed) so that they follow the interpreter's module hierarchy
+  // (script_hierarchy.h). Such a pass ends when an op runs outside it (or when the caller's pass
+  // around it ends); its output is taken to be the outputs of the last op it ran. Two calls of
+  // the same module with no op of another module between them are one pass.
+  bool script_modules = false;
 };
 
 class OpRecorder {
@@ -153,7 +159,8 @@ class OpRecorder {
   };
   struct OpenPass {
     int32_t pass = 0;
-    int32_t first = 0;  // ops.size() when it opened.
+    int32_t first = 0;    // ops.size() when it opened.
+    bool script = false;  // Opened by ScriptTransition().
   };
 
   const SchemaInfo& SchemaOf(const at::RecordFunction& fn);
@@ -164,6 +171,10 @@ class OpRecorder {
   void Intervene(int32_t op, int32_t site, const at::Tensor& output);
   void CopyOnWrite(const at::Tensor& written);
   OpSite Site(int32_t op) const;
+  // Makes the script passes on top of open_ follow the current TorchScript module hierarchy.
+  void ScriptTransition();
+  // Ends an open pass that returned `outputs` (already popped from open_).
+  void ClosePass(const OpenPass& p, const std::vector<at::Tensor>& outputs);
   void Fail(std::string_view cause, std::string_view message);
 
   const OpRecorderOptions options_;
@@ -188,6 +199,7 @@ class OpRecorder {
   absl::flat_hash_map<const c10::TensorImpl*, std::vector<std::pair<int32_t, int32_t>>> kept_;
   std::vector<OpenPass> open_;
   std::vector<Clock::time_point> starts_;  // Per op.
+  std::vector<at::Tensor> last_outputs_;   // Of the latest op (script_modules: pass outputs).
 
   guest::HookErrors errors_;
   std::string first_error_;

@@ -30,9 +30,10 @@ OpSelector ParseOrThrow(const std::string& text) {
 class PyOpRecorder {
  public:
   PyOpRecorder(std::optional<std::string> save, bool stats, const std::vector<std::string>& sites,
-               py::object intervene)
+               py::object intervene, bool script_modules)
       : intervene_(std::move(intervene)) {
     ops::OpRecorderOptions options;
+    options.script_modules = script_modules;
     options.save = save ? ParseOrThrow(*save) : OpSelector::None();
     options.stats = stats;
     for (const std::string& s : sites) options.intervene_sites.push_back(ParseOrThrow(s));
@@ -95,9 +96,10 @@ void BindOps(py::module_& m) {
   m.def("_parse_selector", [](const std::string& text) { return ParseOrThrow(text).ToString(); });
 
   py::class_<PyOpRecorder>(m, "_OpRecorder")
-      .def(
-          py::init<std::optional<std::string>, bool, const std::vector<std::string>&, py::object>(),
-          py::arg("save"), py::arg("stats"), py::arg("sites"), py::arg("intervene"))
+      .def(py::init<std::optional<std::string>, bool, const std::vector<std::string>&, py::object,
+                    bool>(),
+           py::arg("save"), py::arg("stats"), py::arg("sites"), py::arg("intervene"),
+           py::arg("script_modules") = false)
       .def("set_model",
            [](PyOpRecorder& self, const std::string& name, const std::string& source) {
              self.r().mutable_graph().model_name = name;

@@ -272,3 +272,44 @@ def test_cli_lists_an_exported_trace(resnet_trace, tmp_path):
     table = subprocess.run([binary, "ops", str(path), "--label", "add_1_10", "--color=never"],
                            capture_output=True, text=True, check=True).stdout
     assert "add_1_10" in table and "layer1.0" in table and "1 of 69 ops" in table
+
+
+def test_torchscript_models_trace_with_module_containment(tl, resnet, image, resnet_trace):
+    scripted = torch.jit.script(resnet)
+    trace = tl.trace(scripted, image)
+    assert trace.source == "torchscript" and trace.model_name == "ResNet"
+    # The same ops, labels, modules and data flow as the eager model.
+    assert [op.label for op in trace.ops] == [op.label for op in resnet_trace.ops]
+    assert [op.module for op in trace.ops] == [op.module for op in resnet_trace.ops]
+    assert [op.parents for op in trace.ops] == [op.parents for op in resnet_trace.ops]
+    assert [op.output_of for op in trace.ops if op.func_name == "conv2d"] == [
+        op.output_of for op in resnet_trace.ops if op.func_name == "conv2d"]
+    assert all(op.output_of == [] for op in trace.ops if op.func_name == "add_")
+    assert torch.equal(trace["layer3"].out, resnet_trace["layer3"].out)
+    assert torch.equal(trace.output, resnet(image))
+    assert len(trace.select(tl.func("conv2d") & tl.in_module("layer2"))) == 5
+    only = tl.trace(scripted, image, save=tl.module("layer3"))
+    assert [op.label for op in only.ops if op.saved] == ["relu_13_50"]
+    # torch.jit.trace output records what the traced graph runs (_convolution for conv2d).
+    traced = tl.trace(torch.jit.trace(resnet, image), image)
+    assert len([op for op in traced.ops if op.func_name == "_convolution"]) == 20
+    assert [op.module for op in traced.ops] == [op.module for op in resnet_trace.ops]
+
+
+class Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Linear(3, 3)
+        self.other = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.block(self.other(self.block(x)))
+
+
+def test_torchscript_shared_module_is_two_passes(tl):
+    model = torch.jit.script(Twice())
+    trace = tl.trace(model, torch.randn(2, 3))
+    assert [op.module for op in trace.ops] == ["block:1", "other", "block:2"]
+    assert trace["block:2"].ops[0].label == "linear_3_3"
+    assert trace["block:2"].out is not None
+    assert trace.ops[-1].output_of == ["block:2", "<root>"]

@@ -30,6 +30,12 @@ that the rest of the forward sees it; the op's statistics are those of the outpu
 intervention (the saved tensor is the output after it). An output that is a view of a tensor
 saved earlier is not copied before an in-place write to it.
 
+TorchScript models (``torch.jit.script`` / ``torch.jit.trace`` output) trace too: their module
+passes come from the interpreter's module hierarchy instead of forward hooks. There a pass ends
+when an op runs outside it, its output is taken to be the last op it ran, its ``params`` are not
+counted, and two consecutive calls of the same module with no other module's op between them are
+one pass.
+
 Not thread-safe: trace one model at a time per thread. The recorder never raises into the
 forward; an exception an intervention raised is raised by ``trace`` after the forward.
 """
@@ -471,10 +477,10 @@ def trace(model: torch.nn.Module, *args: Any, save: Any = _ALL,
         sites.append(str(_as_selector(sel)))
         fns.append(fn)
     callback = (lambda site, out: fns[site](out)) if fns else None
-    recorder = _C._OpRecorder(save_text, bool(stats), sites, callback)
     scripted = isinstance(model, torch.jit.ScriptModule)
-    recorder.set_model(getattr(model, "original_name", None) if scripted else type(model).__name__,
-                       "torchscript" if scripted else "eager")
+    recorder = _C._OpRecorder(save_text, bool(stats), sites, callback, scripted)
+    model_type = getattr(model, "original_name", None) if scripted else type(model).__name__
+    recorder.set_model(model_type or type(model).__name__, "torchscript" if scripted else "eager")
 
     named: List[Tuple[str, torch.Tensor]] = []
     for name, a in zip(_input_names(model, len(args)), args):
@@ -496,7 +502,12 @@ def trace(model: torch.nn.Module, *args: Any, save: Any = _ALL,
             handles.extend(_hook(recorder, path, mod))
     recorder.start()
     try:
-        output = model(*args, **kwargs)
+        if scripted:  # The interpreter's module hierarchy gives the passes inside the root.
+            root = recorder.push_module("", model_type or "", [t for _, t in named], 0)
+            output = model(*args, **kwargs)
+            recorder.pop_module(root, _flatten(output, []))
+        else:
+            output = model(*args, **kwargs)
         recorder.set_outputs(_flatten(output, []))
     finally:
         recorder.stop()
