@@ -18,17 +18,17 @@ slow drifts of a shared machine; --reps rounds (at least 3).
 
 Memory: tracemalloc does not see tensor storage, so the extra memory a capture keeps is measured as
 the bytes of the distinct storages the returned trace holds (its saved activations, copies made for
-copy-on-write included), plus the process's peak RSS growth (resource.getrusage ru_maxrss) over the
-first run of each variant in a fresh subprocess, model already built (the peak is monotonic within
-a process, so each variant is measured alone); the extra peak of a capture is its growth minus
-plain's (plain's growth is the forward's own transient activations). Targets (issue 11): full <= x1.5, save=None <= x1.2.
+copy-on-write included), plus the growth of the peak RSS (VmHWM of /proc/self/status, reset with
+/proc/self/clear_refs once the model is built) over the first run of each variant in a fresh
+subprocess; the extra peak of a capture is its growth minus plain's (plain's growth is the
+forward's own transient activations). getrusage's ru_maxrss is no use here: a child inherits its
+parent's peak. Targets (issue 11): full <= x1.5, save=None <= x1.2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -73,14 +73,24 @@ def run_once(torch, tl, model, x, kwargs):
         return tl.trace(model, x, **kwargs)
 
 
+def _status_kib(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {key} in /proc/self/status")
+
+
 def peak_rss_child(name: str) -> None:
     """Runs one variant in this (fresh) process and prints its peak RSS growth in KiB."""
     import tracetorch as tl
 
     torch, model, x = build()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # No warm-up: a first run each.
+    with open("/proc/self/clear_refs", "w") as f:  # Resets VmHWM (the peak RSS) to VmRSS.
+        f.write("5")
+    before = _status_kib("VmHWM")  # No warm-up: a first run each.
     keep = run_once(torch, tl, model, x, variants(tl)[name])
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after = _status_kib("VmHWM")
     print(json.dumps({"variant": name, "peak_rss_growth_kib": after - before}))
     del keep
 

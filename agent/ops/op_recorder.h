@@ -28,7 +28,10 @@
 // Interventions: when an op's output matches an intervene selector, `intervene(site, output)` is
 // called (recording suspended: RecordFunction disabled) and, when it returns a defined tensor, the
 // result is written into the output in place (`copy_`, under NoGradGuard), so that downstream ops
-// see it. At most one intervention per op and output: the first matching site wins.
+// see it. At most one intervention per op: the first matching site wins. Sites that match when
+// the op ends (func, label, in_module) apply to ops with exactly one tensor output, before the
+// output statistics are computed; Module(...) sites apply when the pass ends (statistics already
+// taken).
 //
 // Errors: nothing throws out of a callback into the traced program. A failure inside a callback is
 // counted (hook_errors()) and the first message kept (first_error()); an intervention that throws

@@ -26,9 +26,11 @@ core's (trace/op_select.h); they drive ``save=`` and ``intervene=`` while captur
 Saved activations are references to the tensors the ops returned (no copy), except when a later
 in-place op overwrote one: then the recorder kept a copy (detached) of what the op produced.
 An intervention's result is written into the op's output in place (``copy_`` under no_grad) so
-that the rest of the forward sees it; the op's statistics are those of the output before the
-intervention (the saved tensor is the output after it). An output that is a view of a tensor
-saved earlier is not copied before an in-place write to it.
+that the rest of the forward sees it, and the saved tensor is the output after it. The op's
+statistics are of the output after an intervention made when the op ended (func, label and
+in_module sites), before one made when a module pass ended (module sites). Only ops with one
+tensor output are intervened on at op end. An output that is a view of a tensor saved earlier is
+not copied before an in-place write to it.
 
 TorchScript models (``torch.jit.script`` / ``torch.jit.trace`` output) trace too: their module
 passes come from the interpreter's module hierarchy instead of forward hooks. There a pass ends
