@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -517,6 +518,9 @@ def trace(model: torch.nn.Module, *args: Any, save: Any = _ALL,
             h.remove()
     if recorder.hook_errors and recorder.first_error.startswith("intervene"):
         raise RuntimeError(f"an intervention failed: {recorder.first_error}")
+    if recorder.hook_errors:
+        warnings.warn(f"tracetorch: {recorder.hook_errors} op capture error(s), the trace may miss "
+                      f"ops; the first: {recorder.first_error}", RuntimeWarning, stacklevel=2)
     return OpTrace(recorder.graph(), dict(recorder.saved_all()), output, inputs)
 
 
