@@ -37,6 +37,23 @@ bool operator==(const NanOrigin&, const NanOrigin&) = default;
 bool operator==(const TraceMetadata&, const TraceMetadata&) = default;
 bool operator==(const TraceRecord&, const TraceRecord&) = default;
 
+void TraceMetadata::SetExtra(std::string_view key, std::string json_value) {
+  for (auto& [k, v] : extra) {
+    if (k == key) {
+      v = std::move(json_value);
+      return;
+    }
+  }
+  extra.emplace_back(std::string(key), std::move(json_value));
+}
+
+const std::string* TraceMetadata::FindExtra(std::string_view key) const {
+  for (const auto& [k, v] : extra) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
 const DetailValue* FindDetail(const Details& details, std::string_view key) {
   for (const auto& [k, v] : details) {
     if (k == key) return &v;

@@ -163,6 +163,12 @@ struct TraceMetadata {
   // read-modify-write keeps them. Also where agents put counters (e.g. "dropped_events": 12).
   std::vector<std::pair<std::string, std::string>> extra;
 
+  // Sets extra[key] to `json_value` (JSON text), replacing an existing entry in place, else
+  // appending one.
+  void SetExtra(std::string_view key, std::string json_value);
+  // The JSON text of extra[key], or nullptr.
+  const std::string* FindExtra(std::string_view key) const;
+
   friend bool operator==(const TraceMetadata&, const TraceMetadata&);
   friend bool operator!=(const TraceMetadata& a, const TraceMetadata& b) { return !(a == b); }
 };
