@@ -138,7 +138,13 @@ OpRecorder::~OpRecorder() { Stop(); }
 void OpRecorder::AddInput(std::string name, const at::Tensor& tensor) {
   if (!tensor.defined()) return;
   const int32_t index = static_cast<int32_t>(graph_.inputs.size());
-  graph_.inputs.push_back(OpGraphInput{std::move(name), Describe(tensor)});
+  TensorInfo info = Describe(tensor);
+  if (options_.stats) {
+    at::DisableRecordFunctionGuard quiet;
+    absl::StatusOr<TensorStats> stats = agent::ComputeTensorStats(tensor, agent::StatsMode::kFull);
+    if (stats.ok()) info.stats = *stats;
+  }
+  graph_.inputs.push_back(OpGraphInput{std::move(name), std::move(info)});
   Record(tensor.unsafeGetTensorImpl(), tensor, OpSource{OpSource::Kind::kInput, index, 0});
 }
 
@@ -180,10 +186,44 @@ void OpRecorder::Stop() {
   active_ = false;
   while (!open_.empty()) PopModule(open_.back().pass, {});
   LinkChildren(graph_);
+  FindNanOrigin();
   // The weak references only served to keep addresses unique while recording.
   producers_.clear();
   pending_params_.clear();
   last_outputs_.clear();
+}
+
+namespace {
+
+bool NonFinite(const TensorInfo& t) {
+  return t.stats && (t.stats->nan_count > 0 || t.stats->inf_count > 0);
+}
+
+}  // namespace
+
+void OpRecorder::FindNanOrigin() {
+  graph_.nan_origin.reset();
+  for (size_t i = 0; i < graph_.ops.size(); ++i) {
+    const OpNode& op = graph_.ops[i];
+    bool bad = false;
+    for (const TensorInfo& t : op.outputs) bad = bad || NonFinite(t);
+    if (!bad) continue;
+    // The first op with a non-finite output: the origin unless the value came with an input.
+    for (const OpInput& in : op.inputs) {
+      const OpSource& s = in.source;
+      if (s.kind == OpSource::Kind::kOp && static_cast<size_t>(s.index) < graph_.ops.size() &&
+          static_cast<size_t>(s.output) < graph_.ops[s.index].outputs.size() &&
+          NonFinite(graph_.ops[s.index].outputs[s.output])) {
+        return;
+      }
+      if (s.kind == OpSource::Kind::kInput && static_cast<size_t>(s.index) < graph_.inputs.size() &&
+          NonFinite(graph_.inputs[s.index].tensor)) {
+        return;
+      }
+    }
+    graph_.nan_origin = static_cast<int32_t>(i);
+    return;
+  }
 }
 
 void OpRecorder::Fail(std::string_view cause, std::string_view message) {

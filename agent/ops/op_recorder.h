@@ -33,6 +33,10 @@
 // output statistics are computed; Module(...) sites apply when the pass ends (statistics already
 // taken).
 //
+// NaN origin: at Stop(), graph().nan_origin is the first op with a NaN/Inf output whose tensor
+// inputs (op outputs and graph inputs, by their statistics; parameters are not checked) were all
+// finite — a NaN weight makes the op that reads it the origin. Needs `stats`.
+//
 // Errors: nothing throws out of a callback into the traced program. A failure inside a callback is
 // counted (hook_errors()) and the first message kept (first_error()); an intervention that throws
 // is recorded likewise and the output left as it was.
@@ -179,6 +183,8 @@ class OpRecorder {
   // Ends an open pass that returned `outputs` (already popped from open_).
   void ClosePass(const OpenPass& p, const std::vector<at::Tensor>& outputs);
   void Fail(std::string_view cause, std::string_view message);
+  // Sets graph_.nan_origin from the output statistics (at Stop()).
+  void FindNanOrigin();
 
   const OpRecorderOptions options_;
   const bool save_all_;

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,29 @@ TEST(OpRecorderTest, InterventionReplacesTheOutputDownstream) {
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(at::equal(y, at::ones({3})));  // exp(0)
   EXPECT_EQ(r.graph().ops.size(), 2u);       // zeros_like inside the intervention is not recorded.
+}
+
+TEST(OpRecorderTest, NanOriginIsTheFirstOpWithFiniteInputsAndANonFiniteOutput) {
+  const at::Tensor x = at::ones({4});
+  OpRecorder r(OpRecorderOptions{});
+  r.AddInput("x", x);
+  ASSERT_TRUE(r.Start().ok());
+  at::Tensor y = x - 2;    // Finite.
+  at::Tensor z = y.log();  // NaN enters here.
+  at::Tensor w = z * 3;    // NaN in, NaN out: not the origin.
+  r.Stop();
+  ASSERT_TRUE(r.graph().nan_origin.has_value());
+  EXPECT_EQ(r.graph().ops[*r.graph().nan_origin].label, "log_1_2");
+  EXPECT_EQ(r.graph().ops[2].outputs[0].stats->nan_count, 4);
+
+  at::Tensor bad = at::ones({2});
+  bad[0] = std::numeric_limits<float>::infinity();
+  OpRecorder from_input(OpRecorderOptions{});
+  from_input.AddInput("bad", bad);
+  ASSERT_TRUE(from_input.Start().ok());
+  at::Tensor v = bad * 2;
+  from_input.Stop();
+  EXPECT_FALSE(from_input.graph().nan_origin.has_value());  // It came with the input.
 }
 
 TEST(OpRecorderTest, OneRecorderPerThread) {

@@ -313,3 +313,17 @@ def test_torchscript_shared_module_is_two_passes(tl):
     assert trace["block:2"].ops[0].label == "linear_3_3"
     assert trace["block:2"].out is not None
     assert trace.ops[-1].output_of == ["block:2", "<root>"]
+
+
+def test_nan_origin_is_the_op_where_nan_entered(tl):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4), nn.Tanh())
+    assert tl.trace(model, torch.randn(2, 4)).nan_origin is None
+    with torch.no_grad():
+        model[2].weight[0, 0] = float("nan")
+    trace = tl.trace(model, torch.randn(2, 4))
+    assert trace.nan_origin.label == "linear_2_3"
+    assert trace["linear_2_3"].stats["nan_count"] > 0
+    bad_input = torch.randn(2, 4)
+    bad_input[0, 0] = float("inf")
+    assert tl.trace(model, bad_input).nan_origin is None  # It came with the input.

@@ -304,7 +304,7 @@ class OpTrace:
     """The op graph of one forward pass, with the activations that were saved.
 
     ``ops`` in execution order; ``trace[address_or_label]``; ``output`` (what the model returned;
-    None for a loaded trace); ``modules`` (the passes, in the order they began); ``inputs`` (name
+    None for a loaded trace); ``nan_origin`` (an Op or None); ``modules`` (the passes, in the order they began); ``inputs`` (name
     -> tensor, for a captured trace); ``select(selector)``; ``summary()``; ``export(path)``;
     ``save_activations(path)``.
     """
@@ -341,6 +341,12 @@ class OpTrace:
     @property
     def source(self) -> str:
         return self._doc["source"]
+
+    @property
+    def nan_origin(self) -> Optional[Op]:
+        """The first op whose inputs were finite and whose output held NaN/Inf, or None."""
+        i = self._doc["nan_origin"]
+        return None if i is None else self._ops[i]
 
     def __len__(self) -> int:
         return len(self._ops)
