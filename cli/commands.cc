@@ -20,6 +20,7 @@
 #include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/live_view.h"
+#include "cli/ops_command.h"
 #include "cli/remote_diff.h"
 #include "cli/remote_watch.h"
 #include "cli/render.h"
@@ -384,6 +385,7 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
                   "Re-run anomaly detection instead of showing the stored anomalies");
 
   BaselineCommand baseline_command(&app);
+  OpsCommand ops_command(&app);
 
   SessionsArgs sessions_args;
   CLI::App* sessions =
@@ -430,6 +432,7 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
                : RunDiff(diff_args, style, env);
   }
   if (baseline_command.parsed()) return baseline_command.Run(env);
+  if (ops_command.parsed()) return ops_command.Run(style, env);
   if (watch->parsed()) return RunWatch(watch_args, style, env);
   if (sessions->parsed()) return RunSessions(sessions_args, env);
   if (snapshot->parsed()) return RunSnapshot(snapshot_args, env);

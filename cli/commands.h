@@ -1,6 +1,7 @@
 // The `tracetorch` command line: argument parsing (CLI11) and the subcommands inspect, summary,
-// diff and watch (trace files), and sessions, snapshot, watch --remote / --job, diff --remote and
-// baseline (a running tracetorchd, over its gRPC TraceService; remote_watch.h, remote_diff.h).
+// diff and watch (trace files), ops (op graphs, ops_command.h), and sessions, snapshot,
+// watch --remote / --job, diff --remote and baseline (a running tracetorchd, over its gRPC
+// TraceService; remote_watch.h, remote_diff.h).
 // main.cc is a thin wrapper over RunTracetorch, so the whole command can run in-process.
 //
 // Exit codes: 0 success; 1 `diff` found a warning or critical entry; 2 a usage error or an

@@ -57,6 +57,12 @@ class Reader {
  public:
   explicit Reader(bool rewritten) : rewritten_(rewritten) {}
 
+  absl::Status ReadTensorAt(element e, std::string_view where, TensorInfo* t) const {
+    const Path root;
+    const Path path{&root, where};
+    return ReadTensor(e, path, t);
+  }
+
   absl::Status ReadRecord(element root, TraceRecord* out) {
     const Path path;
     object obj;
@@ -636,6 +642,11 @@ class Reader {
 };
 
 }  // namespace
+
+absl::Status ReadTensorElement(simdjson::dom::element e, bool rewritten, std::string_view where,
+                               TensorInfo* out) {
+  return Reader(rewritten).ReadTensorAt(e, where, out);
+}
 
 absl::Status ReadRecordDocument(simdjson::dom::element root, bool rewritten, TraceRecord* out) {
   return Reader(rewritten).ReadRecord(root, out);

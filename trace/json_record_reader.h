@@ -11,6 +11,8 @@
 #ifndef TRACETORCH_TRACE_JSON_RECORD_READER_H_
 #define TRACETORCH_TRACE_JSON_RECORD_READER_H_
 
+#include <string_view>
+
 #include "absl/status/status.h"
 #include "simdjson.h"
 #include "trace/record.h"
@@ -23,6 +25,11 @@ namespace json_internal {
 // (json_scanner.h), so that the sentinel strings stand for NaN/Infinity/-Infinity; otherwise they
 // are plain strings. On error `*out` holds what was read so far.
 absl::Status ReadRecordDocument(simdjson::dom::element root, bool rewritten, TraceRecord* out);
+
+// Reads one tensor object (the layout of a layer's "inputs"/"outputs") into `*out`; errors name
+// the field under `where` ("ops[3].outputs[0].shape: expected an array of integers").
+absl::Status ReadTensorElement(simdjson::dom::element e, bool rewritten, std::string_view where,
+                               TensorInfo* out);
 
 }  // namespace json_internal
 }  // namespace tracetorch

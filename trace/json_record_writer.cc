@@ -43,6 +43,8 @@ void WriteDetails(const Details& details, JsonWriter& w) {
   w.EndObject();
 }
 
+}  // namespace
+
 void WriteTensor(const TensorInfo& t, JsonWriter& w) {
   w.BeginObject();
   w.PlainKey(kTensorFields[kShape]);
@@ -69,6 +71,8 @@ void WriteTensor(const TensorInfo& t, JsonWriter& w) {
   }
   w.EndObject();
 }
+
+namespace {
 
 void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   const auto key = [&w](LayerField f) { w.PlainKey(kLayerFields[f]); };

@@ -19,6 +19,9 @@ namespace json_internal {
 // Writes `record` as one JSON value (an object: metadata, layers, warnings) to `w`.
 void WriteRecord(const TraceRecord& record, JsonWriter& w);
 
+// Writes `tensor` as one JSON value: the object of a layer's "inputs"/"outputs" (no stat keys when
+// it has no statistics).
+void WriteTensor(const TensorInfo& tensor, JsonWriter& w);
 // Writes `anomaly` as one JSON value: the object a record's "warnings" holds.
 void WriteAnomaly(const Anomaly& anomaly, JsonWriter& w);
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/ops/script_hierarchy.h"
 #include "guest/hook_guard.h"
 
 namespace tracetorch::libtorch_internal {
@@ -283,21 +284,9 @@ int32_t CaptureEngine::ScriptTarget() {
   if (!script_root_open_) return -1;
   std::vector<std::string> hierarchy = torch::jit::currentModuleHierarchy();
   if (auto it = hierarchy_cache_.find(hierarchy); it != hierarchy_cache_.end()) return it->second;
-  // Entries look like "TOP(Net)::forward", "blocks(Sequential)::forward", "0(Block)::forward",
-  // "SELF(Conv2d)::_conv_forward" (a method of the same module), "::relu" (a free function),
-  // "CALL_FUNCTION::f()::f". The first names the frame's own module (the root, or "TOP()" for the
-  // graph of a nested interpreter such as a differentiable subgraph) and is skipped.
   std::vector<std::string_view> names;
-  for (size_t i = 1; i < hierarchy.size(); ++i) {
-    std::string_view e = hierarchy[i];
-    if (e.starts_with("::") || e.starts_with("CALL_FUNCTION")) continue;
-    const size_t paren = e.find('(');
-    if (paren == std::string_view::npos) continue;
-    std::string_view instance = e.substr(0, paren);
-    if (instance == "SELF" || instance == "TOP") continue;
-    if (instance == "INSTANCE_NAME_UNKNOWN" || instance == "UNKNOWN_INSTANCE") break;
-    names.push_back(instance);
-  }
+  for (const ops::ScriptFrame& f : ops::ParseModuleHierarchy(hierarchy))
+    names.push_back(f.instance);
   const int32_t node = names.empty() ? kUseParameters : tree_.Resolve(names);
   if (hierarchy_cache_.size() >= kMaxHierarchyCache) hierarchy_cache_.clear();
   hierarchy_cache_.emplace(std::move(hierarchy), node);

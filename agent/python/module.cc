@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "agent/python/bind_analysis.h"
+#include "agent/python/bind_ops.h"
 #include "agent/python/bind_record.h"
 #include "agent/python/bind_session.h"
 
@@ -11,4 +12,5 @@ PYBIND11_MODULE(_C, m) {
   tracetorch::python::BindRecord(m);
   tracetorch::python::BindAnalysis(m);
   tracetorch::python::BindSession(m);
+  tracetorch::python::BindOps(m);
 }

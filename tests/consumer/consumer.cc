@@ -1,6 +1,8 @@
 // An outside program on the installed tracetorch package: traces a small C++-frontend model for a
 // few training steps with tracetorch::TraceSession, exports the trace as JSON, reads it back with
-// tracetorch::ReadTraceFile and checks what it holds.
+// tracetorch::ReadTraceFile and checks what it holds; then takes one forward of a TorchScript
+// module apart to the operation with tracetorch::TraceOps and round-trips its op graph through
+// WriteOpGraphFile / ReadOpGraphFile.
 //
 //   tracetorch_consumer OUT.json
 //
@@ -16,7 +18,11 @@
 #include "absl/status/statusor.h"
 #include "trace/anomaly.h"
 #include "trace/json.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
+#include "trace/op_select.h"
 #include "trace/record.h"
+#include "tracetorch/trace_ops.h"
 #include "tracetorch/trace_session.h"
 
 static_assert(__cplusplus == 201703L, "the consumer must build as C++17, as libtorch programs do");
@@ -110,6 +116,33 @@ int main(int argc, char** argv) {
   const absl::StatusOr<std::vector<tracetorch::Anomaly>> anomalies =
       tracetorch::DetectAnomalies(*read);
   Check(anomalies.ok(), "DetectAnomalies");
+
+  // Op-level capture of a TorchScript module defined here: relu(x @ w) + x.
+  torch::jit::Module script("Residual");
+  script.register_parameter("w", torch::randn({8, 8}), /*is_buffer=*/false);
+  script.define(R"(
+    def forward(self, x):
+        return torch.relu(torch.matmul(x, self.w)) + x
+  )");
+  tracetorch::TraceOpsOptions ops_options;
+  ops_options.save = tracetorch::OpSelector::Func("relu");
+  const torch::Tensor x = torch::randn({2, 8});
+  const absl::StatusOr<tracetorch::OpTrace> ops = tracetorch::TraceOps(script, {x}, ops_options);
+  Check(ops.ok(), "TraceOps: " + (ops.ok() ? std::string() : ops.status().ToString()));
+  if (ops.ok()) {
+    std::vector<std::string> labels;
+    for (const tracetorch::OpNode& op : ops->graph.ops) labels.push_back(op.label);
+    Check(labels == std::vector<std::string>({"matmul_1_1", "relu_1_2", "add_1_3"}),
+          "TraceOps labels");
+    Check(ops->activations.size() == 3 && ops->activations[0].empty() &&
+              ops->activations[1].size() == 1,
+          "only the relu output is kept");
+    const std::string ops_path = out + ".ops.json";
+    Check(tracetorch::WriteOpGraphFile(ops_path, ops->graph).ok(), "WriteOpGraphFile");
+    const absl::StatusOr<tracetorch::OpGraph> back = tracetorch::ReadOpGraphFile(ops_path);
+    Check(back.ok() && tracetorch::OpGraphToJson(*back) == tracetorch::OpGraphToJson(ops->graph),
+          "the op graph reads back equal");
+  }
 
   if (failures > 0) return 1;
   std::cout << "consumer: traced " << kSteps << " steps, " << read->layers.size()

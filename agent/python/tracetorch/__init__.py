@@ -36,7 +36,8 @@ from tracetorch._C import (
     detect_anomalies,
     diff_records,
 )
-from tracetorch import storage
+from tracetorch import ops, storage
+from tracetorch.ops import OpTrace, Selector, func, in_module, label, load, module, trace
 from tracetorch.session import TraceSession
 from tracetorch.storage import export_json, load_json, save_json
 
@@ -52,6 +53,8 @@ __all__ = [
     "DiffSeverity",
     "LayerTrace",
     "NanOrigin",
+    "OpTrace",
+    "Selector",
     "TensorInfo",
     "TensorStats",
     "Thresholds",
@@ -63,7 +66,14 @@ __all__ = [
     "detect_anomalies",
     "diff_records",
     "export_json",
+    "func",
+    "in_module",
+    "label",
+    "load",
     "load_json",
+    "module",
+    "ops",
     "save_json",
     "storage",
+    "trace",
 ]
