@@ -109,10 +109,11 @@ enum TensorField {
   kMax,
   kNanCount,
   kInfCount,
+  kNonFinite,  // Ours: the counts of a tensor without statistics (TensorInfo::nonfinite).
   kNumTensorFields,
 };
 constexpr std::string_view kTensorFields[kNumTensorFields] = {
-    "shape", "dtype", "device", "mean", "std", "min", "max", "nan_count", "inf_count",
+    "shape", "dtype", "device", "mean", "std", "min", "max", "nan_count", "inf_count", "nonfinite",
 };
 
 enum MetadataField {
@@ -214,8 +215,27 @@ void WriteTensor(const TensorInfo& t, JsonWriter& w) {
     w.Int(t.stats->nan_count);
     w.PlainKey(kTensorFields[kInfCount]);
     w.Int(t.stats->inf_count);
+  } else if (t.nonfinite) {
+    w.PlainKey(kTensorFields[kNonFinite]);
+    w.BeginObject();
+    w.PlainKey(kTensorFields[kNanCount]);
+    w.Int(t.nonfinite->nan_count);
+    w.PlainKey(kTensorFields[kInfCount]);
+    w.Int(t.nonfinite->inf_count);
+    w.EndObject();
   }
   w.EndObject();
+}
+
+// The library writes 0.0 for the latency of a layer that never ran that pass (a fresh layer, a
+// forward without backward) and its own tools compare it with 0; so do we, for such a layer only.
+// The reader turns it back into "not measured".
+void WriteLatest(const std::optional<double>& latency, int64_t count, JsonWriter& w) {
+  if (!latency.has_value() && count == 0) {
+    w.Double(0.0);
+  } else {
+    w.OptDouble(latency);
+  }
 }
 
 void WriteLayer(const LayerTrace& l, JsonWriter& w) {
@@ -240,7 +260,7 @@ void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   for (const TensorInfo& t : l.outputs) WriteTensor(t, w);
   w.EndArray();
   key(kLatency);
-  w.OptDouble(l.latency_ms);
+  WriteLatest(l.latency_ms, l.forward_count, w);
   key(kLatencyMin);
   w.OptDouble(l.latency_ms_min);
   key(kLatencyMax);
@@ -268,7 +288,7 @@ void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   key(kGradInHasNan);
   w.Bool(l.grad_in_has_nan);
   key(kBwdLatency);
-  w.OptDouble(l.bwd_latency_ms);
+  WriteLatest(l.bwd_latency_ms, l.backward_count, w);
   key(kBwdLatencyMin);
   w.OptDouble(l.bwd_latency_ms_min);
   key(kBwdLatencyMax);
@@ -1069,11 +1089,17 @@ class Reader {
     if (!has(kType)) return ShapeError(Path{&path, kLayerFields[kType]}, "missing");
     // Defaults for files written before the aggregation fields existed.
     if (!has(kFullName)) l->full_name = l->name;
-    if (!has(kForwardCount)) l->forward_count = l->latency_ms ? 1 : 0;
+    // A zero latency without a call is the library's "never ran" (see WriteLatest).
+    const auto ran = [](const std::optional<double>& latency) {
+      return latency.has_value() && *latency != 0.0;
+    };
+    if (!has(kForwardCount)) l->forward_count = ran(l->latency_ms) ? 1 : 0;
+    if (l->forward_count == 0 && l->latency_ms == 0.0) l->latency_ms.reset();
+    if (!has(kBackwardCount)) l->backward_count = ran(l->bwd_latency_ms) ? 1 : 0;
+    if (l->backward_count == 0 && l->bwd_latency_ms == 0.0) l->bwd_latency_ms.reset();
     if (!has(kLatencyMin)) l->latency_ms_min = l->latency_ms;
     if (!has(kLatencyMax)) l->latency_ms_max = l->latency_ms;
     if (!has(kLatencyMean)) l->latency_ms_mean = l->latency_ms;
-    if (!has(kBackwardCount)) l->backward_count = l->bwd_latency_ms ? 1 : 0;
     if (!has(kBwdLatencyMin)) l->bwd_latency_ms_min = l->bwd_latency_ms;
     if (!has(kBwdLatencyMax)) l->bwd_latency_ms_max = l->bwd_latency_ms;
     if (!has(kBwdLatencyMean)) l->bwd_latency_ms_mean = l->bwd_latency_ms;
@@ -1091,6 +1117,7 @@ class Reader {
     bool have_shape = false;
     TensorStats stats;
     bool have_stats = false;
+    std::optional<NonFiniteCounts> nonfinite;
     int guess = 0;
     for (const auto field : obj) {
       const int id = FindField(kTensorFields, field.key, guess);
@@ -1146,13 +1173,40 @@ class Reader {
           have_stats = true;
           s = ReadInt(v, sub, &stats.inf_count);
           break;
+        case kNonFinite:
+          s = ReadNonFinite(v, sub, &nonfinite);
+          break;
         case kNumTensorFields:
           break;
       }
       if (!s.ok()) return s;
     }
     if (!have_shape) return ShapeError(Path{&path, kTensorFields[kShape]}, "missing");
-    if (have_stats) t->stats = stats;
+    if (have_stats) {
+      t->stats = stats;  // The statistics hold the counts; a "nonfinite" beside them is redundant.
+    } else {
+      t->nonfinite = nonfinite;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadNonFinite(element e, const Path& path,
+                             std::optional<NonFiniteCounts>* out) const {
+    if (e.is_null()) return absl::OkStatus();
+    object obj;
+    if (auto s = GetObject(e, path, &obj); !s.ok()) return s;
+    NonFiniteCounts counts;
+    for (const auto field : obj) {
+      const Path sub{&path, field.key};
+      absl::Status s;
+      if (field.key == kTensorFields[kNanCount]) {
+        s = ReadInt(field.value, sub, &counts.nan_count);
+      } else if (field.key == kTensorFields[kInfCount]) {
+        s = ReadInt(field.value, sub, &counts.inf_count);
+      }
+      if (!s.ok()) return s;
+    }
+    *out = counts;
     return absl::OkStatus();
   }
 
@@ -1174,7 +1228,9 @@ class Reader {
         have_type = true;
         s = ReadString(field.value, sub, &text);
         if (s.ok() && !ParseAnomalyType(text, &a->type)) {
-          s = ShapeError(sub, absl::StrCat("unknown anomaly type \"", text, "\""));
+          // Another tool's or a newer version's check: kept as it is (UnknownAnomalyTypes()).
+          a->type = AnomalyType::kUnknown;
+          a->unknown_type = std::move(text);
         }
       } else if (field.key == "severity") {
         have_severity = true;
@@ -1332,7 +1388,7 @@ std::string TraceToJson(const TraceRecord& record, JsonStyle style) {
   for (const Anomaly& a : record.warnings) {
     w.BeginObject();
     w.PlainKey("type");
-    w.String(ToString(a.type));
+    w.String(TypeName(a));
     w.PlainKey("severity");
     w.String(ToString(a.severity));
     w.PlainKey("layer");
