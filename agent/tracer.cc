@@ -34,16 +34,6 @@ void Attach(const TensorStats& stats, StatsMode mode, TensorInfo* info) {
   }
 }
 
-void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_value) {
-  for (auto& [k, v] : metadata.extra) {
-    if (k == key) {
-      v = std::move(json_value);
-      return;
-    }
-  }
-  metadata.extra.emplace_back(key, std::move(json_value));
-}
-
 }  // namespace
 
 // ---- Lifecycle ----------------------------------------------------------------------------------
@@ -448,7 +438,7 @@ TraceRecord Tracer::SnapshotLocked() const {
   if (!pending_.empty()) DrainPending(/*wait=*/true);
   TraceRecord record = aggregator_.Snapshot();
   record.metadata.nan_origin = nan_origin_;
-  SetExtra(record.metadata, "hook_errors", absl::StrCat(errors_.count()));
+  record.metadata.SetExtra("hook_errors", absl::StrCat(errors_.count()));
   return record;
 }
 

@@ -2,8 +2,6 @@
 
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <variant>
 
 #include "absl/container/flat_hash_set.h"
 #include "cli/labels.h"
@@ -107,46 +105,6 @@ void WriteRecordAndHistory(const v1::Snapshot& snapshot, const LayerFilter& filt
   w.EndArray();
 }
 
-// An anomaly as the record writer writes its warnings (trace/json.cc).
-void WriteAnomaly(const Anomaly& anomaly, JsonWriter& w) {
-  w.BeginObject();
-  w.PlainKey("type");
-  w.String(ToString(anomaly.type));
-  w.PlainKey("severity");
-  w.String(ToString(anomaly.severity));
-  w.PlainKey("layer");
-  w.String(anomaly.layer);
-  w.PlainKey("message");
-  w.String(anomaly.message);
-  w.PlainKey("details");
-  w.BeginObject();
-  for (const auto& [key, value] : anomaly.details) {
-    w.Key(key);
-    std::visit(
-        [&w](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, std::monostate>) {
-            w.Null();
-          } else if constexpr (std::is_same_v<T, bool>) {
-            w.Bool(v);
-          } else if constexpr (std::is_same_v<T, int64_t>) {
-            w.Int(v);
-          } else if constexpr (std::is_same_v<T, double>) {
-            w.Double(v);
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            w.String(v);
-          } else {
-            w.BeginArray();
-            for (const std::string& s : v) w.String(s);
-            w.EndArray();
-          }
-        },
-        value);
-  }
-  w.EndObject();
-  w.EndObject();
-}
-
 std::string_view KindName(const v1::WatchUpdate& update) {
   switch (update.kind_case()) {
     case v1::WatchUpdate::kFull:
@@ -206,7 +164,7 @@ std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::Wat
     w.EndArray();
     w.PlainKey("divergences");
     w.BeginArray();
-    for (const v1::Anomaly& divergence : job.divergences()) WriteAnomaly(FromProto(divergence), w);
+    for (const v1::Anomaly& divergence : job.divergences()) WriteAnomalyJson(FromProto(divergence), w);
     w.EndArray();
   } else {
     WriteUpdateHead("update", update, ended, w);

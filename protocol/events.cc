@@ -57,6 +57,18 @@ std::optional<int64_t> ProcessStartUnixNs() {
 
 }  // namespace
 
+ProcessIdentity IdentityFor(const TraceMetadata& m) {
+  ProcessIdentity id = CurrentProcessIdentity();
+  id.model_name = m.model_name;
+  id.torch_version = m.pytorch_version;
+  id.python_version = m.python_version;
+  id.platform = m.platform;
+  id.cuda_available = m.cuda_available;
+  id.cuda_version = m.cuda_version;
+  id.active_device = m.active_device;
+  return id;
+}
+
 ProcessIdentity CurrentProcessIdentity() {
   ProcessIdentity id;
   id.pid = static_cast<int32_t>(getpid());

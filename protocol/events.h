@@ -39,6 +39,10 @@ struct ProcessIdentity {
 // job id from TRACETORCH_JOB, else TORCHELASTIC_RUN_ID. Model and framework fields are left empty.
 ProcessIdentity CurrentProcessIdentity();
 
+// CurrentProcessIdentity() with the model and framework fields (model name, torch and Python
+// versions, platform, CUDA, active device) taken from a trace's metadata: what an agent declares.
+ProcessIdentity IdentityFor(const TraceMetadata& metadata);
+
 // A layer declared to the daemon. `id` is the agent's dense layer id (TraceAggregator::LayerId
 // works) and must be unique within the session; events refer to it.
 struct LayerDecl {

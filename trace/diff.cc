@@ -221,6 +221,9 @@ absl::flat_hash_set<AnomalyKey> AnomalyKeys(const std::vector<Anomaly>& anomalie
 
 }  // namespace
 
+// Declared in diff.h without a body so that the header compiles as C++17; defaulted here.
+bool operator==(const DiffEntry&, const DiffEntry&) = default;
+
 std::string_view ToString(DiffSeverity severity) {
   switch (severity) {
     case DiffSeverity::kInfo:

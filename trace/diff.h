@@ -43,6 +43,8 @@
 //   baseline_q1_ms, baseline_q3_ms, current_q1_ms, current_q3_ms  the interquartile bands
 // A layer with samples on one side only, or too few, keeps the mean rule.
 //
+// DiffEntry's == and != compare member by member (defaulted in diff.cc: the header stays C++17).
+//
 // Thread-compatible; no shared state.
 #ifndef TRACETORCH_TRACE_DIFF_H_
 #define TRACETORCH_TRACE_DIFF_H_
@@ -80,7 +82,8 @@ struct DiffEntry {
   std::string message;
   Details details;
 
-  friend bool operator==(const DiffEntry&, const DiffEntry&) = default;
+  friend bool operator==(const DiffEntry&, const DiffEntry&);
+  friend bool operator!=(const DiffEntry& a, const DiffEntry& b) { return !(a == b); }
 };
 
 struct DiffThresholds {

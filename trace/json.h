@@ -63,6 +63,10 @@ absl::Status WriteTraceFile(const std::string& path, const TraceRecord& record,
 // details).
 std::string DiffToJson(const TraceDiff& diff, JsonStyle style = {});
 
+// Writes `anomaly` to `w` as one JSON value, the object a record's "warnings" holds: type,
+// severity, layer, message, details. For documents that carry anomalies but are not records.
+void WriteAnomalyJson(const Anomaly& anomaly, JsonWriter& w);
+
 }  // namespace tracetorch
 
 #endif  // TRACETORCH_TRACE_JSON_H_

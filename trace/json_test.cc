@@ -629,6 +629,22 @@ TEST(TraceJson, WriteTraceFileRoundTrips) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(TraceJson, WriteAnomalyJsonWritesWhatARecordsWarningsHold) {
+  TraceRecord r;
+  r.warnings.push_back(Anomaly{AnomalyType::kDeadLayer,
+                               AnomalySeverity::kWarning,
+                               "blocks.0.fc",
+                               "Dead layer",
+                               {{"mean", 0.0}, {"downstream", std::vector<std::string>{"a"}}}});
+  std::string out;
+  JsonWriter w(/*indent=*/0, &out);
+  WriteAnomalyJson(r.warnings[0], w);
+  w.Finish();
+  EXPECT_EQ(out, R"({"type":"dead_layer","severity":"warning","layer":"blocks.0.fc",)"
+                 R"("message":"Dead layer","details":{"mean":0.0,"downstream":["a"]}})");
+  EXPECT_NE(TraceToJson(r, {0}).find(R"("warnings":[)" + out + "]"), std::string::npos);
+}
+
 TEST(DiffJson, WritesTheUpstreamLayout) {
   TraceDiff diff;
   diff.baseline_model = "A";

@@ -31,6 +31,33 @@ constexpr std::array<std::pair<AnomalyType, std::string_view>, 9> kTypeNames = {
 
 }  // namespace
 
+// Declared in record.h without a body so that the header compiles as C++17; defaulted here.
+bool operator==(const TensorStats&, const TensorStats&) = default;
+bool operator==(const NonFiniteCounts&, const NonFiniteCounts&) = default;
+bool operator==(const TensorInfo&, const TensorInfo&) = default;
+bool operator==(const LayerTrace&, const LayerTrace&) = default;
+bool operator==(const Anomaly&, const Anomaly&) = default;
+bool operator==(const NanOrigin&, const NanOrigin&) = default;
+bool operator==(const TraceMetadata&, const TraceMetadata&) = default;
+bool operator==(const TraceRecord&, const TraceRecord&) = default;
+
+void TraceMetadata::SetExtra(std::string_view key, std::string json_value) {
+  for (auto& [k, v] : extra) {
+    if (k == key) {
+      v = std::move(json_value);
+      return;
+    }
+  }
+  extra.emplace_back(std::string(key), std::move(json_value));
+}
+
+const std::string* TraceMetadata::FindExtra(std::string_view key) const {
+  for (const auto& [k, v] : extra) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
 int64_t NanCount(const TensorInfo& t) {
   if (t.stats.has_value()) return t.stats->nan_count;
   return t.nonfinite.has_value() ? t.nonfinite->nan_count : 0;

@@ -6,9 +6,11 @@
 // Conventions:
 //  - A value that was not measured is std::nullopt (JSON `null`), never 0.
 //  - A non-finite measured value (a NaN mean, say) is kept as the double itself in memory; the
-//  writer
-//    turns it into `null` and the NaN/Inf flags carry the fact.
+//    writer turns it into `null` and the NaN/Inf flags carry the fact.
 //  - Plain structs with value semantics; not synchronised. Copy freely.
+//  - == and != compare member by member (doubles with ==, so a NaN member never compares equal).
+//    record.cc defaults them, so that this header, installed for find_package(tracetorch), stays
+//    C++17 (libtorch programs build with CMAKE_CXX_STANDARD 17).
 #ifndef TRACETORCH_TRACE_RECORD_H_
 #define TRACETORCH_TRACE_RECORD_H_
 
@@ -32,7 +34,8 @@ struct TensorStats {
   int64_t nan_count = 0;
   int64_t inf_count = 0;
 
-  friend bool operator==(const TensorStats&, const TensorStats&) = default;
+  friend bool operator==(const TensorStats&, const TensorStats&);
+  friend bool operator!=(const TensorStats& a, const TensorStats& b) { return !(a == b); }
 };
 
 // NaN and +/-Inf counts of a tensor whose statistics were not captured (capture_stats=False): the
@@ -41,7 +44,7 @@ struct NonFiniteCounts {
   int64_t nan_count = 0;
   int64_t inf_count = 0;
 
-  friend bool operator==(const NonFiniteCounts&, const NonFiniteCounts&) = default;
+  friend bool operator==(const NonFiniteCounts&, const NonFiniteCounts&);
 };
 
 // One input or output tensor of a layer call.
@@ -55,7 +58,8 @@ struct TensorInfo {
   // {"nan_count", "inf_count"}, a key the Python library ignores). Use NanCount()/InfCount().
   std::optional<NonFiniteCounts> nonfinite = std::nullopt;
 
-  friend bool operator==(const TensorInfo&, const TensorInfo&) = default;
+  friend bool operator==(const TensorInfo&, const TensorInfo&);
+  friend bool operator!=(const TensorInfo& a, const TensorInfo& b) { return !(a == b); }
 };
 
 // The NaN (Inf) count of `t`, from its statistics or from its counts without statistics; 0 when
@@ -106,7 +110,8 @@ struct LayerTrace {
   std::optional<int64_t> bwd_mem_alloc_delta;
   std::optional<int64_t> bwd_mem_reserved_delta;
 
-  friend bool operator==(const LayerTrace&, const LayerTrace&) = default;
+  friend bool operator==(const LayerTrace&, const LayerTrace&);
+  friend bool operator!=(const LayerTrace& a, const LayerTrace& b) { return !(a == b); }
 };
 
 // A value in an anomaly's or diff entry's `details` object.
@@ -152,7 +157,8 @@ struct Anomaly {
   // The type as it was spelled, when `type` is kUnknown; empty otherwise.
   std::string unknown_type = "";
 
-  friend bool operator==(const Anomaly&, const Anomaly&) = default;
+  friend bool operator==(const Anomaly&, const Anomaly&);
+  friend bool operator!=(const Anomaly& a, const Anomaly& b) { return !(a == b); }
 };
 
 // The type's JSON spelling: unknown_type for kUnknown, ToString(type) otherwise.
@@ -166,7 +172,8 @@ struct NanOrigin {
   int64_t step = 0;    // 0-based forward pass (step) in which it appeared.
   bool is_nan = true;  // false: the first non-finite value was +/-Inf, not NaN.
 
-  friend bool operator==(const NanOrigin&, const NanOrigin&) = default;
+  friend bool operator==(const NanOrigin&, const NanOrigin&);
+  friend bool operator!=(const NanOrigin& a, const NanOrigin& b) { return !(a == b); }
 };
 
 struct TraceMetadata {
@@ -183,7 +190,14 @@ struct TraceMetadata {
   // read-modify-write keeps them. Also where agents put counters (e.g. "dropped_events": 12).
   std::vector<std::pair<std::string, std::string>> extra;
 
-  friend bool operator==(const TraceMetadata&, const TraceMetadata&) = default;
+  // Sets extra[key] to `json_value` (JSON text), replacing an existing entry in place, else
+  // appending one.
+  void SetExtra(std::string_view key, std::string json_value);
+  // The JSON text of extra[key], or nullptr.
+  const std::string* FindExtra(std::string_view key) const;
+
+  friend bool operator==(const TraceMetadata&, const TraceMetadata&);
+  friend bool operator!=(const TraceMetadata& a, const TraceMetadata& b) { return !(a == b); }
 };
 
 // One trace: layers in the order they first completed a forward pass (children before parents, as
@@ -197,7 +211,8 @@ struct TraceRecord {
   // index (see diff.cc).
   const LayerTrace* FindLayer(std::string_view full_name) const;
 
-  friend bool operator==(const TraceRecord&, const TraceRecord&) = default;
+  friend bool operator==(const TraceRecord&, const TraceRecord&);
+  friend bool operator!=(const TraceRecord& a, const TraceRecord& b) { return !(a == b); }
 };
 
 // The distinct spellings of the record's warnings of AnomalyType::kUnknown, in order of first

@@ -20,11 +20,11 @@
 #include "agent/daemon_sink.h"
 #include "agent/libtorch/capture_engine.h"
 #include "agent/libtorch/module_tree.h"
-#include "guest/log.h"
 #include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
 #include "client/daemon_client.h"
+#include "guest/log.h"
 #include "protocol/address.h"
 #include "protocol/events.h"
 #include "trace/format.h"
@@ -211,15 +211,7 @@ absl::Status TraceSession::Start() {
     // Streams this Start()..Stop() block to tracetorchd; never waits for the daemon.
     agent::DaemonSinkOptions sink_options;
     sink_options.client.address = impl_->options.daemon_address;
-    protocol::ProcessIdentity id = protocol::CurrentProcessIdentity();
-    const TraceMetadata& m = impl_->metadata;
-    id.model_name = m.model_name;
-    id.torch_version = m.pytorch_version;
-    id.platform = m.platform;
-    id.cuda_available = m.cuda_available;
-    id.cuda_version = m.cuda_version;
-    id.active_device = m.active_device;
-    sink_options.client.identity = std::move(id);
+    sink_options.client.identity = protocol::IdentityFor(impl_->metadata);
     absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
         agent::DaemonSink::Create(std::move(sink_options));
     if (!sink.ok()) return sink.status();

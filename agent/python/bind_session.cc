@@ -127,32 +127,6 @@ TraceMetadata ToMetadata(const py::dict& d) {
   return m;
 }
 
-// Sets metadata.extra[key] (a JSON value), replacing an earlier value.
-void SetExtra(TraceMetadata& metadata, const std::string& key, std::string json_value) {
-  for (auto& [k, v] : metadata.extra) {
-    if (k == key) {
-      v = std::move(json_value);
-      return;
-    }
-  }
-  metadata.extra.emplace_back(key, std::move(json_value));
-}
-
-// The daemon's view of this process: pid, host, start time, ranks, job id from the environment
-// (protocol::CurrentProcessIdentity), the model and framework fields from the session's metadata.
-protocol::ProcessIdentity ToIdentity(const py::dict& d) {
-  protocol::ProcessIdentity id = protocol::CurrentProcessIdentity();
-  const TraceMetadata m = ToMetadata(d);
-  id.model_name = m.model_name;
-  id.torch_version = m.pytorch_version;
-  id.python_version = m.python_version;
-  id.platform = m.platform;
-  id.cuda_available = m.cuda_available;
-  id.cuda_version = m.cuda_version;
-  id.active_device = m.active_device;
-  return id;
-}
-
 // The engine behind one TraceSession object: the Tracer, the optional watch flusher and the record
 // of the last finished `with` block. Called with the GIL held (pybind11 methods); the flusher
 // thread only touches the Tracer, which is thread-safe.
@@ -175,7 +149,7 @@ class SessionEngine {
     CloseStream(1.0);
     agent::DaemonSinkOptions options;
     options.client.address = address;
-    options.client.identity = ToIdentity(metadata);
+    options.client.identity = protocol::IdentityFor(ToMetadata(metadata));
     absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
         agent::DaemonSink::Create(std::move(options));
     if (!sink.ok()) ThrowStatus(sink.status());
@@ -355,7 +329,7 @@ class SessionEngine {
   // A streamed record carries the stream's drop count (metadata.extra["dropped_events"]).
   TraceRecord Decorate(TraceRecord record) const {
     if (std::optional<client::DaemonClientStats> stats = StreamStats()) {
-      SetExtra(record.metadata, "dropped_events", absl::StrCat(stats->dropped_events));
+      record.metadata.SetExtra("dropped_events", absl::StrCat(stats->dropped_events));
     }
     return record;
   }

@@ -39,16 +39,6 @@ TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
   return m;
 }
 
-void SetExtra(TraceMetadata& m, const std::string& key, std::string json) {
-  for (auto& [k, v] : m.extra) {
-    if (k == key) {
-      v = std::move(json);
-      return;
-    }
-  }
-  m.extra.emplace_back(key, std::move(json));
-}
-
 std::optional<double> MinOpt(std::optional<double> a, std::optional<double> b) {
   if (!a) return b;
   if (!b) return a;
@@ -351,7 +341,7 @@ void Session::Finish(const v1::End& end, absl::Time now) {
   }
   if (end.hook_errors() > 0) {
     TraceMetadata m = aggregator_.metadata();
-    SetExtra(m, "hook_errors", absl::StrCat(end.hook_errors()));
+    m.SetExtra("hook_errors", absl::StrCat(end.hook_errors()));
     aggregator_.SetMetadata(std::move(m));
   }
   state_ = SessionState::kFinished;
@@ -433,10 +423,10 @@ TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.
 
 TraceRecord Session::RecordFromLocked(TraceRecord r) const {
   if (restored_.has_value()) r = MergeRecords(restored_->record, r);
-  SetExtra(r.metadata, "dropped_events", absl::StrCat(DroppedLocked()));
+  r.metadata.SetExtra("dropped_events", absl::StrCat(DroppedLocked()));
   std::string id_json;
   AppendJsonString(id_, &id_json);
-  SetExtra(r.metadata, "session_id", std::move(id_json));
+  r.metadata.SetExtra("session_id", std::move(id_json));
   absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(r, thresholds_);
   if (anomalies.ok()) r.warnings = *std::move(anomalies);
   return r;

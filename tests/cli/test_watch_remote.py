@@ -121,23 +121,22 @@ def test_job_ranks_side_by_side_with_the_straggler_flagged(live, viewers):
                         env={"TRACETORCH_JOB": job, "RANK": str(rank), "WORLD_SIZE": "3"})
              for rank in range(3)]
 
+    def slow_ranks(doc):
+        """The ranks whose blocks.0 latency is flagged in a job document."""
+        return {x["details"]["rank"] for x in doc["divergences"]
+                if x["layer"] == "blocks.0" and x["details"]["metric"] == "latency_ms"}
+
     def flagged():
         for doc in reversed(v.docs()):
-            if doc["type"] == "job" and len(doc["ranks"]) == 3 and any(
-                    x["layer"] == "blocks.0" for x in doc["divergences"]):
+            if doc["type"] == "job" and len(doc["ranks"]) == 3 and 1 in slow_ranks(doc):
                 return doc
         return None
 
-    doc = wait_until(flagged, "a job update with 3 ranks and blocks.0 flagged",
+    doc = wait_until(flagged, "a job update with 3 ranks and the straggler's blocks.0 flagged",
                      on_timeout=lambda: v.output[-3000:] + d.log_text())
     assert doc["job_id"] == job
     assert [r["session"]["rank"] for r in doc["ranks"]] == [0, 1, 2]
     assert all(x["type"] == "rank_divergence" for x in doc["divergences"])
-    # The straggler's slow layer is flagged on that rank only. (Sub-0.1 ms layers may be flagged
-    # on any rank on a busy machine: that is noise, not what this checks.)
-    slow = {x["details"]["rank"] for x in doc["divergences"]
-            if x["layer"] == "blocks.0" and x["details"]["metric"] == "latency_ms"}
-    assert slow == {1}, doc["divergences"]
     for t in ranks:
         t.finish()
     code, out, err = v.wait()
@@ -145,6 +144,10 @@ def test_job_ranks_side_by_side_with_the_straggler_flagged(live, viewers):
     final = json.loads(out.splitlines()[-1])
     assert final["type"] == "job" and final["ended"] is True
     assert all(r["session"]["state"] == "finished" for r in final["ranks"])
+    # Over the whole run the straggler's slow layer is flagged on that rank only: a busy machine
+    # can slow any rank for a moment, not for the whole run. (Sub-0.1 ms layers may be flagged on
+    # any rank: noise, not what this checks.)
+    assert slow_ranks(final) == {1}, final["divergences"]
 
 
 def test_unknown_session_exits_2_with_one_line(live):
