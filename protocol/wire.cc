@@ -1,20 +1,21 @@
 #include "protocol/wire.h"
 
+#include <bit>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "protocol/wire_format.h"
 
 namespace tracetorch::protocol::wire {
 namespace {
 
-// Protobuf wire types.
-constexpr uint32_t kVarint = 0;
-constexpr uint32_t kFixed64 = 1;
-constexpr uint32_t kLength = 2;
-constexpr uint32_t kFixed32 = 5;
+using format::kFixed64;
+using format::kLength;
+using format::kVarint;
 
 size_t VarintSize(uint64_t v) {
   size_t n = 1;
@@ -36,6 +37,7 @@ class Counter {
   void Varint(uint64_t v) { n_ += VarintSize(v); }
   void Fixed64(uint64_t) { n_ += 8; }
   void Bytes(std::string_view s) { n_ += s.size(); }
+  void Advance(size_t n) { n_ += n; }
   size_t size() const { return n_; }
 
  private:
@@ -53,7 +55,12 @@ class Writer {
     *p_++ = static_cast<char>(v);
   }
   void Fixed64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) *p_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(p_, &v, sizeof(v));
+      p_ += sizeof(v);
+    } else {
+      for (int i = 0; i < 8; ++i) *p_++ = static_cast<char>((v >> (8 * i)) & 0xff);
+    }
   }
   void Bytes(std::string_view s) {
     if (!s.empty()) std::memcpy(p_, s.data(), s.size());
@@ -122,20 +129,75 @@ void OptSint(S& s, uint32_t field, const std::optional<int64_t>& v) {
   s.Varint(ZigZag(*v));
 }
 
-// A nested message field: its size first (counted with the same encoder), then its bytes.
+// A nested message field: its size first (counted with the same encoder), then its bytes. Counting
+// runs the body once; writing runs it twice (count, write). The per-event messages below have
+// closed-form sizes instead, so that encoding a batch never counts a level twice.
 template <typename S, typename Body>
 void MessageField(S& s, uint32_t field, const Body& body) {
   Counter c;
   body(c);
   Tag(s, field, kLength);
   s.Varint(c.size());
-  body(s);
+  if constexpr (std::is_same_v<S, Counter>) {
+    s.Advance(c.size());
+  } else {
+    body(s);
+  }
 }
 
 // ---- Messages ---------------------------------------------------------------------------------
 
-template <typename S>
-void EncodeStats(S& s, const TensorStats& st) {
+// The per-event messages: closed-form sizes, then one writing pass that uses them for the length
+// prefixes (no sub-message is counted twice).
+size_t UintFieldSize(uint32_t field, uint64_t v) {  // Fields 1..15: a one-byte tag.
+  return v == 0 ? 0 : 1 + VarintSize(v);
+}
+
+size_t StatsSize(const TensorStats& st) {
+  return (st.mean ? 9 : 0) + (st.std ? 9 : 0) + (st.min ? 9 : 0) + (st.max ? 9 : 0) +
+         UintFieldSize(5, static_cast<uint64_t>(st.nan_count)) +
+         UintFieldSize(6, static_cast<uint64_t>(st.inf_count));
+}
+
+size_t ShapeBytes(const WireTensor& t) {
+  size_t bytes = 0;
+  for (int64_t d : t.shape) bytes += VarintSize(static_cast<uint64_t>(d));
+  return bytes;
+}
+
+size_t LengthFieldSize(size_t body) { return 1 + VarintSize(body) + body; }
+
+size_t TensorSize(const WireTensor& t) {
+  size_t n = t.shape.empty() ? 0 : LengthFieldSize(ShapeBytes(t));
+  n += UintFieldSize(2, static_cast<uint64_t>(static_cast<int64_t>(t.dtype)));
+  n += UintFieldSize(3, ZigZag(t.device));
+  if (t.stats.has_value()) n += LengthFieldSize(StatsSize(*t.stats));
+  return n;
+}
+
+size_t ForwardSize(const ForwardEvent& e) {
+  size_t n = UintFieldSize(1, e.layer_id) + UintFieldSize(2, e.step) + (e.latency_ms ? 9 : 0);
+  for (const WireTensor& t : e.inputs) n += LengthFieldSize(TensorSize(t));
+  for (const WireTensor& t : e.outputs) n += LengthFieldSize(TensorSize(t));
+  if (e.mem_alloc_delta) n += 1 + VarintSize(ZigZag(*e.mem_alloc_delta));
+  if (e.mem_reserved_delta) n += 1 + VarintSize(ZigZag(*e.mem_reserved_delta));
+  return n;
+}
+
+size_t BackwardSize(const BackwardEvent& e) {
+  const BackwardSample& b = e.sample;
+  size_t n = UintFieldSize(1, e.layer_id) + UintFieldSize(2, e.step);
+  for (const std::optional<double>* d :
+       {&b.latency_ms, &b.grad_norm, &b.grad_mean, &b.grad_in_norm, &b.grad_in_mean}) {
+    if (d->has_value()) n += 9;
+  }
+  n += (b.grad_has_nan ? 2 : 0) + (b.grad_all_zero ? 2 : 0) + (b.grad_in_has_nan ? 2 : 0);
+  if (b.mem_alloc_delta) n += 1 + VarintSize(ZigZag(*b.mem_alloc_delta));
+  if (b.mem_reserved_delta) n += 1 + VarintSize(ZigZag(*b.mem_reserved_delta));
+  return n;
+}
+
+void EncodeStats(Writer& s, const TensorStats& st) {
   OptDouble(s, 1, st.mean);
   OptDouble(s, 2, st.std);
   OptDouble(s, 3, st.min);
@@ -144,39 +206,40 @@ void EncodeStats(S& s, const TensorStats& st) {
   IntField(s, 6, st.inf_count);
 }
 
-template <typename S>
-void EncodeTensor(S& s, const WireTensor& t) {
+void EncodeTensor(Writer& s, const WireTensor& t) {
   if (!t.shape.empty()) {  // Packed repeated int64.
-    size_t bytes = 0;
-    for (int64_t d : t.shape) bytes += VarintSize(static_cast<uint64_t>(d));
     Tag(s, 1, kLength);
-    s.Varint(bytes);
+    s.Varint(ShapeBytes(t));
     for (int64_t d : t.shape) s.Varint(static_cast<uint64_t>(d));
   }
   IntField(s, 2, t.dtype);
   SintField(s, 3, t.device);
   if (t.stats.has_value()) {
-    MessageField(s, 4, [&](auto& n) { EncodeStats(n, *t.stats); });
+    Tag(s, 4, kLength);
+    s.Varint(StatsSize(*t.stats));
+    EncodeStats(s, *t.stats);
   }
 }
 
-template <typename S>
-void EncodeForward(S& s, const ForwardEvent& e) {
+void EncodeForward(Writer& s, const ForwardEvent& e) {
   UintField(s, 1, e.layer_id);
   UintField(s, 2, e.step);
   OptDouble(s, 3, e.latency_ms);
   for (const WireTensor& t : e.inputs) {
-    MessageField(s, 4, [&](auto& n) { EncodeTensor(n, t); });
+    Tag(s, 4, kLength);
+    s.Varint(TensorSize(t));
+    EncodeTensor(s, t);
   }
   for (const WireTensor& t : e.outputs) {
-    MessageField(s, 5, [&](auto& n) { EncodeTensor(n, t); });
+    Tag(s, 5, kLength);
+    s.Varint(TensorSize(t));
+    EncodeTensor(s, t);
   }
   OptSint(s, 6, e.mem_alloc_delta);
   OptSint(s, 7, e.mem_reserved_delta);
 }
 
-template <typename S>
-void EncodeBackward(S& s, const BackwardEvent& e) {
+void EncodeBackward(Writer& s, const BackwardEvent& e) {
   const BackwardSample& b = e.sample;
   UintField(s, 1, e.layer_id);
   UintField(s, 2, e.step);
@@ -232,69 +295,20 @@ void AppendAgentFrame(uint32_t field, const Body& body, std::string* out) {
 
 // ---- Decoding -----------------------------------------------------------------------------------
 
-class Reader {
- public:
-  explicit Reader(std::string_view in) : p_(in.data()), end_(in.data() + in.size()) {}
-  bool done() const { return p_ == end_; }
-  bool Varint(uint64_t* v) {
-    uint64_t result = 0;
-    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
-      const uint8_t b = static_cast<uint8_t>(*p_++);
-      result |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) {
-        *v = result;
-        return true;
-      }
-    }
-    return false;
-  }
-  bool Bytes(size_t n, std::string_view* out) {
-    if (static_cast<size_t>(end_ - p_) < n) return false;
-    *out = std::string_view(p_, n);
-    p_ += n;
-    return true;
-  }
-  // Skips a field's value of `wire_type`.
-  bool Skip(uint32_t wire_type) {
-    uint64_t v;
-    std::string_view ignored;
-    switch (wire_type) {
-      case kVarint:
-        return Varint(&v);
-      case kFixed64:
-        return Bytes(8, &ignored);
-      case kLength:
-        return Varint(&v) && Bytes(v, &ignored);
-      case kFixed32:
-        return Bytes(4, &ignored);
-      default:
-        return false;
-    }
-  }
-
- private:
-  const char* p_;
-  const char* end_;
-};
+using format::Reader;
 
 // Calls on_field(field, wire_type, reader) for every field; returns false on malformed input.
 template <typename OnField>
 bool ForEachField(std::string_view in, const OnField& on_field) {
   Reader r(in);
   while (!r.done()) {
-    uint64_t tag;
-    if (!r.Varint(&tag)) return false;
-    const uint32_t field = static_cast<uint32_t>(tag >> 3);
-    const uint32_t wire_type = static_cast<uint32_t>(tag & 7);
-    if (field == 0 || !on_field(field, wire_type, r)) return false;
+    uint32_t field, wire_type;
+    if (!r.Tag(&field, &wire_type) || !on_field(field, wire_type, r)) return false;
   }
   return true;
 }
 
-bool ReadLength(Reader& r, std::string_view* out) {
-  uint64_t n;
-  return r.Varint(&n) && r.Bytes(n, out);
-}
+bool ReadLength(Reader& r, std::string_view* out) { return r.LengthDelimited(out); }
 
 }  // namespace
 
@@ -376,9 +390,8 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
   size_t f_begin = 0;
   size_t f_end = 0;
   for (; f_end < forward.size(); ++f_end) {
-    Counter c;
-    EncodeForward(c, forward[f_end]);
-    const size_t field = 1 + VarintSize(c.size()) + c.size();
+    const size_t size = ForwardSize(forward[f_end]);
+    const size_t field = LengthFieldSize(size);
     if (used + field > max_frame_bytes) {
       if (f_end == f_begin && used == base) {  // Alone it does not fit: skip it.
         ++f_begin;
@@ -388,17 +401,16 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
       break;
     }
     used += field;
-    f_sizes.push_back(static_cast<uint32_t>(c.size()));
+    f_sizes.push_back(static_cast<uint32_t>(size));
   }
   size_t b_end = 0;
   if (f_end == forward.size()) {
     for (; b_end < backward.size(); ++b_end) {
-      Counter c;
-      EncodeBackward(c, backward[b_end]);
-      const size_t field = 1 + VarintSize(c.size()) + c.size();
+      const size_t size = BackwardSize(backward[b_end]);
+      const size_t field = LengthFieldSize(size);
       if (used + field > max_frame_bytes) break;
       used += field;
-      b_sizes.push_back(static_cast<uint32_t>(c.size()));
+      b_sizes.push_back(static_cast<uint32_t>(size));
     }
   }
   result.forward_used = f_end;
@@ -453,7 +465,7 @@ absl::StatusOr<DaemonReply> ParseDaemonReply(std::string_view payload) {
             reply.resumed = v != 0;
             return true;
           }
-          return rr.Skip(w);
+          return rr.Skip(f, w, format::kMaxDepth);
         });
       }
       reply.kind = DaemonReply::Kind::kError;
@@ -471,10 +483,10 @@ absl::StatusOr<DaemonReply> ParseDaemonReply(std::string_view payload) {
           if (f == 3) reply.fatal = v != 0;
           return true;
         }
-        return rr.Skip(w);
+        return rr.Skip(f, w, format::kMaxDepth);
       });
     }
-    return r.Skip(wt);
+    return r.Skip(field, wt, format::kMaxDepth);
   });
   if (!ok) return absl::InvalidArgumentError("malformed DaemonMessage from tracetorchd");
   return reply;

@@ -86,6 +86,38 @@ absl::StatusOr<TraceAggregator::LayerId> TraceAggregator::DeclareLayer(const Lay
 
 absl::Status TraceAggregator::AddForward(LayerId id, ForwardSample sample) {
   absl::MutexLock lock(&mu_);
+  return AddForwardLocked(id, std::move(sample));
+}
+
+absl::Status TraceAggregator::AddBackward(LayerId id, const BackwardSample& sample) {
+  absl::MutexLock lock(&mu_);
+  return AddBackwardLocked(id, sample);
+}
+
+absl::Status TraceAggregator::Batch::AddForward(LayerId id, ForwardSample sample) {
+  aggregator_->mu_.AssertHeld();
+  return aggregator_->AddForwardLocked(id, std::move(sample));
+}
+
+absl::Status TraceAggregator::Batch::AddBackward(LayerId id, const BackwardSample& sample) {
+  aggregator_->mu_.AssertHeld();
+  return aggregator_->AddBackwardLocked(id, sample);
+}
+
+absl::Status TraceAggregator::Batch::SetLatestTensors(LayerId id, std::vector<TensorInfo> inputs,
+                                                      std::vector<TensorInfo> outputs) {
+  aggregator_->mu_.AssertHeld();
+  if (id < 0 || static_cast<size_t>(id) >= aggregator_->layers_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensors for layer id ", id, ", which was never declared"));
+  }
+  LayerTrace& t = aggregator_->layers_[static_cast<size_t>(id)].trace;
+  t.inputs = std::move(inputs);
+  t.outputs = std::move(outputs);
+  return absl::OkStatus();
+}
+
+absl::Status TraceAggregator::AddForwardLocked(LayerId id, ForwardSample sample) {
   if (id < 0 || static_cast<size_t>(id) >= layers_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("forward sample for layer id ", id,
                                                    ", which was never declared (", layers_.size(),
@@ -111,8 +143,7 @@ absl::Status TraceAggregator::AddForward(LayerId id, ForwardSample sample) {
   return absl::OkStatus();
 }
 
-absl::Status TraceAggregator::AddBackward(LayerId id, const BackwardSample& sample) {
-  absl::MutexLock lock(&mu_);
+absl::Status TraceAggregator::AddBackwardLocked(LayerId id, const BackwardSample& sample) {
   if (id < 0 || static_cast<size_t>(id) >= layers_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("backward sample for layer id ", id,
                                                    ", which was never declared (", layers_.size(),

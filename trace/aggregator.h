@@ -96,6 +96,35 @@ class TraceAggregator {
   absl::Status AddForward(LayerId id, ForwardSample sample) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status AddBackward(LayerId id, const BackwardSample& sample) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Holds the aggregator's lock for a run of additions (a keeper adding a batch of samples at once
+  // takes the lock once, not once per sample). While one exists, call no other method of the
+  // aggregator from the same thread.
+  //
+  //   TraceAggregator::Batch batch(&aggregator);
+  //   for (...) batch.AddForward(id, std::move(sample));
+  class ABSL_SCOPED_LOCKABLE Batch {
+   public:
+    explicit Batch(TraceAggregator* aggregator) ABSL_EXCLUSIVE_LOCK_FUNCTION(aggregator->mu_)
+        : aggregator_(aggregator) {
+      aggregator_->mu_.Lock();
+    }
+    ~Batch() ABSL_UNLOCK_FUNCTION() { aggregator_->mu_.Unlock(); }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
+    // As TraceAggregator::AddForward / AddBackward.
+    absl::Status AddForward(LayerId id, ForwardSample sample);
+    absl::Status AddBackward(LayerId id, const BackwardSample& sample);
+    // Gives layer `id` these latest tensors: for a keeper that added a run of forward samples with
+    // tensors_omitted and decodes the last one's tensors afterwards. InvalidArgument for an
+    // undeclared id.
+    absl::Status SetLatestTensors(LayerId id, std::vector<TensorInfo> inputs,
+                                  std::vector<TensorInfo> outputs);
+
+   private:
+    TraceAggregator* const aggregator_;
+  };
+
   void SetMetadata(TraceMetadata metadata) ABSL_LOCKS_EXCLUDED(mu_);
   TraceMetadata metadata() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -116,6 +145,11 @@ class TraceAggregator {
     int64_t bwd_latency_samples = 0;
     int64_t first_seen = -1;  // Order of first forward (or backward); -1 = never observed.
   };
+
+  absl::Status AddForwardLocked(LayerId id, ForwardSample sample)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AddBackwardLocked(LayerId id, const BackwardSample& sample)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   TraceMetadata metadata_ ABSL_GUARDED_BY(mu_);

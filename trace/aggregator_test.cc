@@ -93,6 +93,49 @@ TEST(TraceAggregator, UndeclaredIdIsInvalidArgument) {
   EXPECT_TRUE(agg.Snapshot().layers.empty());
 }
 
+TEST(TraceAggregator, ABatchAddsAsTheSingleCallsDo) {
+  TraceAggregator one, many;
+  const auto a = MustDeclare(one, Info("fc"));
+  const auto b = MustDeclare(many, Info("fc"));
+  BackwardSample g;
+  g.grad_norm = 2.0;
+  g.latency_ms = 0.5;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(one.AddForward(a, Forward(1.0 + i, Tensor({2}, 0, 1 + i))).ok());
+    ASSERT_TRUE(one.AddBackward(a, g).ok());
+  }
+  {
+    TraceAggregator::Batch batch(&many);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(batch.AddForward(b, Forward(1.0 + i, Tensor({2}, 0, 1 + i))).ok());
+      ASSERT_TRUE(batch.AddBackward(b, g).ok());
+    }
+    EXPECT_EQ(batch.AddForward(9, Forward(1.0, Tensor({1}, 0, 1))).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(batch.AddBackward(-1, g).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(batch.SetLatestTensors(3, {}, {}).code(), absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(one.Snapshot().layers, many.Snapshot().layers);
+
+  // Samples added without tensors, then the last one's tensors: the same record again.
+  TraceAggregator later;
+  const auto c = MustDeclare(later, Info("fc"));
+  {
+    TraceAggregator::Batch batch(&later);
+    for (int i = 0; i < 3; ++i) {
+      ForwardSample s = Forward(1.0 + i, Tensor({2}, 0, 1 + i));
+      s.tensors_omitted = true;
+      s.inputs.clear();
+      s.outputs.clear();
+      ASSERT_TRUE(batch.AddForward(c, std::move(s)).ok());
+      ASSERT_TRUE(batch.AddBackward(c, g).ok());
+    }
+    const ForwardSample last = Forward(3.0, Tensor({2}, 0, 3));
+    ASSERT_TRUE(batch.SetLatestTensors(c, last.inputs, last.outputs).ok());
+  }
+  EXPECT_EQ(one.Snapshot().layers, later.Snapshot().layers);
+}
+
 TEST(TraceAggregator, KeepsMinMeanMaxAcrossForwards) {
   TraceAggregator agg;
   const auto id = MustDeclare(agg, Info("fc"));

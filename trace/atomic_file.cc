@@ -119,7 +119,8 @@ std::atomic<uint64_t> temp_counter{0};
 
 }  // namespace
 
-absl::Status WriteFileAtomic(const std::string& path, std::string_view contents) {
+absl::Status WriteFileAtomic(const std::string& path, std::string_view contents,
+                             std::optional<mode_t> mode) {
   if (path.empty() || path.back() == '/') {
     return absl::InvalidArgumentError(absl::StrCat("not a file path: '", path, "'"));
   }
@@ -130,7 +131,8 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view contents)
 
   int fd;
   do {
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                mode.has_value() ? 0600 : 0666);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoError("open", temp, errno);
   FdCloser closer(fd);
@@ -141,9 +143,12 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view contents)
     return ErrnoError(call, what, err);
   };
 
-  // Keep the permissions of the file being replaced (open() applied the umask to 0666 otherwise).
+  // The mode asked for (umask or not), else the permissions of the file being replaced (open()
+  // applied the umask to 0666 otherwise).
   struct stat old_st;
-  if (::stat(path.c_str(), &old_st) == 0 && S_ISREG(old_st.st_mode)) {
+  if (mode.has_value()) {
+    if (::fchmod(fd, *mode & 07777) != 0) return fail("fchmod", temp, errno);
+  } else if (::stat(path.c_str(), &old_st) == 0 && S_ISREG(old_st.st_mode)) {
     if (::fchmod(fd, old_st.st_mode & 07777) != 0) return fail("fchmod", temp, errno);
   }
   if (int err = WriteAll(fd, contents); err != 0) return fail("write", temp, err);
@@ -162,6 +167,11 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view contents)
     return ErrnoError("fsync", dir, err);
   }
   return absl::OkStatus();
+}
+
+bool IsAtomicWriteTemp(std::string_view file_name) {
+  return file_name.size() > 1 && file_name[0] == '.' &&
+         file_name.find(".tmp.") != std::string_view::npos;
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {

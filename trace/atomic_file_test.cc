@@ -79,6 +79,37 @@ TEST(WriteFileAtomic, KeepsThePermissionsOfTheReplacedFile) {
   EXPECT_EQ(st.st_mode & 07777, 0640u);
 }
 
+TEST(WriteFileAtomic, AnExplicitModeHoldsWhateverTheUmask) {
+  TempDir dir;
+  const std::string path = dir.path() + "/f.txt";
+  const mode_t old_umask = ::umask(0);  // The most permissive umask: 0666 would stay 0666.
+  const absl::Status fresh = WriteFileAtomic(path, "a", 0640);
+  ::umask(022);
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/g.txt", "b", 0640).ok());
+  ::umask(077);  // The most restrictive: 0640 must not become 0600.
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/h.txt", "c", 0640).ok());
+  ::umask(old_umask);
+  ASSERT_TRUE(fresh.ok()) << fresh;
+  for (const char* name : {"/f.txt", "/g.txt", "/h.txt"}) {
+    struct stat st;
+    ASSERT_EQ(::stat((dir.path() + name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0640u) << name;
+  }
+  // Replacing a file gives it the mode asked for, not the old one's.
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  ASSERT_TRUE(WriteFileAtomic(path, "d", 0640).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+}
+
+TEST(WriteFileAtomic, ItsTemporaryFilesAreRecognised) {
+  EXPECT_TRUE(IsAtomicWriteTemp(".index.json.tmp.123.4"));
+  EXPECT_FALSE(IsAtomicWriteTemp("index.json"));
+  EXPECT_FALSE(IsAtomicWriteTemp(".hidden"));
+  EXPECT_FALSE(IsAtomicWriteTemp("x.tmp.1"));
+}
+
 TEST(WriteFileAtomic, MissingDirectoryIsNotFound) {
   TempDir dir;
   const absl::Status s = WriteFileAtomic(dir.path() + "/no/such/dir/f.txt", "x");

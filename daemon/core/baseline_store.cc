@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/core/data_dir.h"
 #include "google/protobuf/util/json_util.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
@@ -172,13 +173,13 @@ absl::StatusOr<v1::BaselineInfo> BaselineStore::Set(absl::string_view name,
   if (!meta_json.ok()) return meta_json.status();
 
   absl::MutexLock lock(&mu_);
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) return ErrnoStatus(ec.value(), absl::StrCat("cannot create ", dir_));
+  if (absl::Status s = MakeDataDirectory(dir_); !s.ok()) return s;
   // Sidecar first: NAME.json is what makes the baseline exist, and a NAME.json without its
   // sidecar's fingerprint is taken without history, never with the wrong one.
-  if (absl::Status s = WriteFileAtomic(MetaPath(name), *meta_json); !s.ok()) return s;
-  if (absl::Status s = WriteFileAtomic(RecordPath(name), record_json); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomic(MetaPath(name), *meta_json, kDataFileMode); !s.ok())
+    return s;
+  if (absl::Status s = WriteFileAtomic(RecordPath(name), record_json, kDataFileMode); !s.ok())
+    return s;
   return info;
 }
 

@@ -186,6 +186,23 @@ TEST(BaselineStore, RemoveAndNotFound) {
   EXPECT_THAT(*list, IsEmpty());
 }
 
+TEST(BaselineStore, FilesAre0640AndItsDirectory0750UnderUmask022) {
+  TempDir dir{"ttbase"};
+  const mode_t old = umask(022);
+  BaselineStore store(dir.path());
+  const bool set = store.Set("main", MakeRecord("Net", 2), MakeHistory(), "upload").ok();
+  umask(old);
+  ASSERT_TRUE(set);
+  auto mode = [](const std::string& path) {
+    struct stat st;
+    EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+    return st.st_mode & 07777;
+  };
+  EXPECT_EQ(mode(dir.path() + "/baselines"), 0750u);
+  EXPECT_EQ(mode(dir.path() + "/baselines/main.json"), 0640u);
+  EXPECT_EQ(mode(dir.path() + "/baselines/.main.meta.json"), 0640u);
+}
+
 TEST(BaselineStore, SurvivesANewStoreOnTheSameDirectory) {
   TempDir dir{"ttbase"};
   {

@@ -11,7 +11,8 @@ namespace tracetorch::daemon {
 struct DaemonCounters {
   std::atomic<uint64_t> connections_open{0};
   std::atomic<uint64_t> connections_total{0};
-  std::atomic<uint64_t> rejected_connections{0};  // Allow-list, connection/session limits, Hello.
+  std::atomic<uint64_t> rejected_connections{0};   // Allow-list, connection/session limits, Hello.
+  std::atomic<uint64_t> connections_timed_out{0};  // No Hello in time, or no progress.
   std::atomic<uint64_t> rejected_frames{0};  // Oversized, unparseable, truncated, out of order.
   std::atomic<uint64_t> rejected_events{0};  // Undeclared layer ids.
   std::atomic<uint64_t> events_total{0};     // Accepted layer events.

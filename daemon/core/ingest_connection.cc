@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "protocol/wire.h"
 
@@ -57,6 +58,13 @@ bool IngestConnection::Fail(std::string_view cause, const absl::Status& status, 
 }
 
 bool IngestConnection::OnFrameHeader(uint32_t length, std::string* out) {
+  if (session_ == nullptr && length > kMaxHelloFrameBytes && length <= max_frame_bytes_) {
+    return Fail(
+        "hello size",
+        absl::InvalidArgumentError(absl::StrCat(
+            "first frame of ", length, " bytes; a Hello takes at most ", kMaxHelloFrameBytes)),
+        /*count_frame=*/true, out);
+  }
   if (length == 0 || length > max_frame_bytes_) {
     return Fail(
         "frame size",
@@ -93,16 +101,23 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
   Bump(counters_->bytes_received, payload.size() + protocol::wire::kFrameHeaderBytes);
   if (session_ != nullptr && !ended_) {
     if (std::optional<std::string_view> bytes = EventBatchBytes(payload); bytes.has_value()) {
-      // The hot path: reuse batch_'s memory instead of a fresh oneof member per frame.
-      if (!batch_.ParseFromArray(bytes->data(), static_cast<int>(bytes->size()))) {
+      // The hot path: decoded from the frame's bytes (protocol/frame_decoder.h), no message.
+      absl::StatusOr<BatchOutcome> r = session_->AddBatchBytes(*bytes);
+      if (!r.ok()) {
         return Fail("garbage",
                     absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
                     /*count_frame=*/true, out);
       }
-      HandleBatch(batch_, out);
+      HandleOutcome(*r, out);
       return true;
     }
   }
+  // A message parsed from a large frame keeps that much memory allocated (Clear() keeps repeated
+  // fields' capacity): such a one is replaced by a fresh message once handled.
+  constexpr size_t kKeepMessageBelow = 64 << 10;
+  absl::Cleanup reset_large = [this, large = payload.size() >= kKeepMessageBelow] {
+    if (large) message_ = v1::AgentMessage();
+  };
   if (!message_.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return Fail("garbage", absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
                 /*count_frame=*/true, out);
@@ -141,7 +156,7 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
       }
       return true;
     case v1::AgentMessage::kEvents:  // Not the exact framing of the hot path (extra fields).
-      HandleBatch(message_.events(), out);
+      HandleOutcome(session_->AddBatch(message_.events()), out);
       return true;
     case v1::AgentMessage::kHeartbeat:
       session_->Heartbeat(message_.heartbeat());
@@ -157,8 +172,7 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
               /*count_frame=*/true, out);
 }
 
-void IngestConnection::HandleBatch(const v1::EventBatch& batch, std::string* out) {
-  BatchOutcome r = session_->AddBatch(batch);
+void IngestConnection::HandleOutcome(const BatchOutcome& r, std::string* out) {
   Bump(counters_->events_total, r.accepted);
   if (r.rejected > 0) {
     Bump(counters_->rejected_events, r.rejected);
@@ -169,6 +183,11 @@ void IngestConnection::HandleBatch(const v1::EventBatch& batch, std::string* out
       AppendError(r.error, /*fatal=*/false, out);
     }
   }
+}
+
+void IngestConnection::OnTimeout(const absl::Status& status, std::string* out) {
+  Bump(counters_->connections_timed_out);
+  Fail("timeout", status, /*count_frame=*/false, out);
 }
 
 void IngestConnection::OnClosed(bool truncated) {

@@ -1,7 +1,8 @@
 // One agent connection's protocol state machine, without I/O: the ingest server feeds it frame
 // headers and payloads read from the socket and writes back what it appends to `out`.
 //
-//   OnFrameHeader(len)  -> false: empty or over the frame limit (fatal IngestError appended; close)
+//   OnFrameHeader(len)  -> false: empty, over the frame limit, or a first frame (the Hello) over
+//                          kMaxHelloFrameBytes (fatal IngestError appended; close)
 //   OnFrame(payload)    -> false: close after writing `out`
 //   OnClosed(truncated) -> the socket ended; the session is released (aborted without End)
 //
@@ -33,6 +34,10 @@ namespace tracetorch::daemon {
 
 class IngestConnection {
  public:
+  // The largest first frame: a Hello is a few hundred bytes, and a peer that has not said who it
+  // is gets no large buffer.
+  static constexpr uint32_t kMaxHelloFrameBytes = 16 << 10;
+
   IngestConnection(SessionManager* manager, DaemonCounters* counters, RateLimitedLog* log,
                    PeerCredentials peer, uint32_t max_frame_bytes);
   ~IngestConnection();  // OnClosed(false) unless called.
@@ -43,6 +48,13 @@ class IngestConnection {
   bool OnFrame(std::string_view payload, std::string* out);
   // `truncated`: the stream ended inside a frame (counted as a rejected frame).
   void OnClosed(bool truncated);
+  // The server closes the connection for want of progress (no Hello in time, no complete frame
+  // for too long): appends a fatal IngestError with `status` (DeadlineExceeded) and counts it in
+  // connections_timed_out. Close after writing `out`.
+  void OnTimeout(const absl::Status& status, std::string* out);
+
+  // Whether a Hello was accepted (the connection has a session).
+  bool has_session() const { return session_ != nullptr; }
 
   // Appends a fatal IngestError frame and counts a rejected connection (allow-list, connection
   // limit): used by the server before any frame is read.
@@ -51,7 +63,7 @@ class IngestConnection {
   const std::string& session_id() const { return session_id_; }
 
  private:
-  void HandleBatch(const v1::EventBatch& batch, std::string* out);
+  void HandleOutcome(const BatchOutcome& r, std::string* out);
   bool Fail(std::string_view cause, const absl::Status& status, bool count_frame, std::string* out);
 
   SessionManager* const manager_;
@@ -60,10 +72,9 @@ class IngestConnection {
   const PeerCredentials peer_;
   const uint32_t max_frame_bytes_;
 
-  v1::AgentMessage message_;  // For messages other than event batches.
-  // Event batches are parsed straight into this one (see OnFrame): a oneof member is deleted on
-  // every Clear(), but a plain message keeps its repeated sub-messages allocated for reuse.
-  v1::EventBatch batch_;
+  // For messages other than event batches (those are decoded from the bytes). Reset after a large
+  // frame, so that a connection does not keep a large message's memory.
+  v1::AgentMessage message_;
   std::shared_ptr<Session> session_;
   uint64_t attachment_ = 0;
   std::string session_id_;

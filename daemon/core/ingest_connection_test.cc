@@ -140,5 +140,38 @@ TEST_F(IngestConnectionTest, TruncatedStreamAbortsAndCounts) {
   EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_ABORTED);
 }
 
+TEST_F(IngestConnectionTest, AFirstFrameLargerThanAHelloIsFatalLaterOnesMayBeLarge) {
+  constexpr uint32_t kLimit = 1 << 20;
+  IngestConnection c(manager_.get(), &counters_, &log_, {}, kLimit);
+  std::string out;
+  EXPECT_TRUE(c.OnFrameHeader(IngestConnection::kMaxHelloFrameBytes, &out));
+  EXPECT_FALSE(c.OnFrameHeader(IngestConnection::kMaxHelloFrameBytes + 1, &out));
+  auto r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error().fatal());
+  EXPECT_EQ(r[0].error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(counters_.rejected_frames.load(), 1u);
+
+  IngestConnection d(manager_.get(), &counters_, &log_, {}, kLimit);
+  out.clear();
+  ASSERT_TRUE(d.OnFrame(Payload(Hello()), &out));
+  EXPECT_TRUE(d.has_session());
+  EXPECT_TRUE(d.OnFrameHeader(kLimit, &out));
+}
+
+TEST_F(IngestConnectionTest, ATimeoutIsAFatalDeadlineExceededAndCounted) {
+  std::string out;
+  IngestConnection c(manager_.get(), &counters_, &log_, {}, 1024);
+  EXPECT_FALSE(c.has_session());
+  c.OnTimeout(absl::DeadlineExceededError("no Hello within 10s"), &out);
+  auto r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].error().fatal());
+  EXPECT_EQ(r[0].error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(r[0].error().message(), "no Hello within 10s");
+  EXPECT_EQ(counters_.connections_timed_out.load(), 1u);
+  EXPECT_EQ(counters_.rejected_connections.load(), 1u);
+}
+
 }  // namespace
 }  // namespace tracetorch::daemon

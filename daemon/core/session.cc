@@ -6,26 +6,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/data_dir.h"
 #include "protocol/codes.h"
+#include "protocol/frame_decoder.h"
 #include "protocol/record_proto.h"
+#include "trace/atomic_file.h"
 #include "trace/json.h"
 
 namespace tracetorch::daemon {
 namespace {
-
-TensorInfo TensorFromWire(const v1::TensorEvent& t) {
-  TensorInfo out;
-  out.shape.assign(t.shape().begin(), t.shape().end());
-  out.dtype = std::string(protocol::DtypeName(t.dtype()));
-  out.device = protocol::DeviceName(t.device());
-  if (t.has_stats()) out.stats = FromProto(t.stats());
-  return out;
-}
-
-template <typename T>
-std::optional<T> Opt(bool has, T value) {
-  return has ? std::optional<T>(value) : std::nullopt;
-}
 
 TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
   TraceMetadata m;
@@ -215,103 +204,126 @@ void Session::TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thin
   }
 }
 
+// AddBatchBytes' pass over a batch's events, as a visitor of the frame decoder. It runs under the
+// session's lock (AssertHeld tells the analysis so).
+class Session::ApplyPass : public protocol::wire::EventBatchVisitor {
+ public:
+  ApplyPass(Session* s, TraceAggregator::Batch* agg, BatchOutcome* out)
+      : s_(s), agg_(agg), out_(out) {}
+  void OnForward(const protocol::wire::ForwardFields& e) override {
+    s_->mu_.AssertHeld();
+    s_->ApplyForwardLocked(e, *agg_, out_);
+  }
+  void OnBackward(const protocol::BackwardEvent& e) override {
+    s_->mu_.AssertHeld();
+    s_->ApplyBackwardLocked(e, *agg_, out_);
+  }
+
+ private:
+  Session* const s_;
+  TraceAggregator::Batch* const agg_;
+  BatchOutcome* const out_;
+};
+
+int32_t Session::AggIdLocked(uint32_t wire) const {
+  return wire < agg_ids_.size() ? agg_ids_[wire] : -1;
+}
+
+void Session::RejectLocked(uint32_t wire, BatchOutcome* out) const {
+  ++out->rejected;
+  if (out->error.ok()) {
+    out->error = absl::InvalidArgumentError(
+        absl::StrCat("event for undeclared layer id ", wire, " in session ", id_));
+  }
+}
+
+void Session::ApplyForwardLocked(const protocol::wire::ForwardFields& e,
+                                 TraceAggregator::Batch& agg, BatchOutcome* out) {
+  const int32_t id = AggIdLocked(e.layer_id);
+  if (id < 0) {
+    RejectLocked(e.layer_id, out);
+    return;
+  }
+  ForwardSample s;
+  s.latency_ms = e.latency_ms;
+  // A batch holds many calls of each layer, and a record keeps only the latest call's tensors:
+  // only each layer's last forward event in the batch has its tensors decoded, after the pass
+  // (AddBatchBytes), from the bytes remembered here.
+  s.tensors_omitted = true;
+  s.outputs_had_nan = e.outputs_have_nan;
+  s.outputs_had_inf = e.outputs_have_inf;
+  s.mem_alloc_delta = e.mem_alloc_delta;
+  s.mem_reserved_delta = e.mem_reserved_delta;
+  LayerHistory& history = history_[static_cast<size_t>(id)];
+  const bool history_was_empty = history.points().empty();
+  const uint64_t thinnings = history.thinnings();
+  history.RecordForward(e.step, s.latency_ms, e.first_output_std,
+                        e.outputs_have_nan || e.outputs_have_inf, changes_);
+  TouchLayerLocked(id, history_was_empty, thinnings);
+  if (absl::Status st = agg.AddForward(id, std::move(s)); !st.ok()) {
+    RejectLocked(e.layer_id, out);
+    return;
+  }
+  std::string_view& last = last_forward_bytes_[static_cast<size_t>(id)];
+  if (last.data() == nullptr) touched_layers_.push_back(id);
+  last = e.bytes;
+  ++out->accepted;
+}
+
+void Session::ApplyBackwardLocked(const protocol::BackwardEvent& e, TraceAggregator::Batch& agg,
+                                  BatchOutcome* out) {
+  const int32_t id = AggIdLocked(e.layer_id);
+  if (id < 0) {
+    RejectLocked(e.layer_id, out);
+    return;
+  }
+  const BackwardSample& s = e.sample;
+  LayerHistory& history = history_[static_cast<size_t>(id)];
+  const bool history_was_empty = history.points().empty();
+  const uint64_t thinnings = history.thinnings();
+  history.RecordBackward(e.step, s.grad_norm, s.grad_has_nan, changes_);
+  TouchLayerLocked(id, history_was_empty, thinnings);
+  if (absl::Status st = agg.AddBackward(id, s); !st.ok()) {
+    RejectLocked(e.layer_id, out);
+    return;
+  }
+  ++out->accepted;
+}
+
 BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
+  absl::StatusOr<BatchOutcome> out = AddBatchBytes(batch.SerializeAsString());
+  return out.ok() ? *std::move(out) : BatchOutcome{};  // A message always serialises validly.
+}
+
+absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
+  // The batch's own fields first (cheap: the events are not decoded), then one pass over the
+  // events; malformed events stop it (the events before them stay applied and counted).
+  absl::StatusOr<protocol::wire::EventBatchSummary> summary = protocol::wire::SkimEventBatch(batch);
+  if (!summary.ok()) return summary.status();
   BatchOutcome out;
   const absl::Time arrived = absl::Now();
   absl::MutexLock lock(&mu_);
   ++changes_;
-  client_dropped_ = std::max(client_dropped_, batch.dropped_events());
-  auto lookup = [&](uint32_t wire) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> int32_t {
-    return wire < agg_ids_.size() ? agg_ids_[wire] : -1;
-  };
-  auto reject = [&](uint32_t wire) {
-    ++out.rejected;
-    if (out.error.ok()) {
-      out.error = absl::InvalidArgumentError(
-          absl::StrCat("event for undeclared layer id ", wire, " in session ", id_));
+  client_dropped_ = std::max(client_dropped_, summary->dropped_events);
+  if (last_forward_bytes_.size() < history_.size()) last_forward_bytes_.resize(history_.size());
+  absl::Status decoded;
+  {
+    TraceAggregator::Batch agg(&aggregator_);
+    ApplyPass apply(this, &agg, &out);
+    decoded = protocol::wire::DecodeEventBatch(batch, &apply).status();
+    for (const int32_t id : touched_layers_) {
+      std::string_view& last = last_forward_bytes_[static_cast<size_t>(id)];
+      std::vector<TensorInfo> inputs, outputs;
+      protocol::wire::DecodeForwardTensors(last, &inputs, &outputs);
+      (void)agg.SetLatestTensors(id, std::move(inputs), std::move(outputs));  // Declared: ok.
+      last = std::string_view();
     }
-  };
-  // A batch holds many calls of each layer, and a record keeps only the latest call's tensors:
-  // convert the tensors of each layer's last forward event alone (most of the ingest cost).
-  last_forward_in_batch_.assign(history_.size(), -1);
-  for (int i = 0; i < batch.forward_size(); ++i) {
-    const int32_t id = lookup(batch.forward(i).layer_id());
-    if (id >= 0) last_forward_in_batch_[static_cast<size_t>(id)] = i;
+    touched_layers_.clear();
   }
-  for (int i = 0; i < batch.forward_size(); ++i) {
-    const v1::ForwardEvent& e = batch.forward(i);
-    const int32_t id = lookup(e.layer_id());
-    if (id < 0) {
-      reject(e.layer_id());
-      continue;
-    }
-    ForwardSample s;
-    s.latency_ms = Opt(e.has_latency_ms(), e.latency_ms());
-    bool had_nan = false;
-    bool had_inf = false;
-    for (const v1::TensorEvent& t : e.outputs()) {
-      had_nan = had_nan || t.stats().nan_count() > 0;
-      had_inf = had_inf || t.stats().inf_count() > 0;
-    }
-    const bool non_finite = had_nan || had_inf;
-    if (last_forward_in_batch_[static_cast<size_t>(id)] == i) {
-      s.inputs.reserve(static_cast<size_t>(e.inputs_size()));
-      for (const v1::TensorEvent& t : e.inputs()) s.inputs.push_back(TensorFromWire(t));
-      s.outputs.reserve(static_cast<size_t>(e.outputs_size()));
-      for (const v1::TensorEvent& t : e.outputs()) s.outputs.push_back(TensorFromWire(t));
-    } else {
-      s.tensors_omitted = true;
-      s.outputs_had_nan = had_nan;
-      s.outputs_had_inf = had_inf;
-    }
-    s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
-    s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());
-    std::optional<double> out_std;
-    if (e.outputs_size() > 0 && e.outputs(0).stats().has_std())
-      out_std = e.outputs(0).stats().std();
-    LayerHistory& history = history_[static_cast<size_t>(id)];
-    const bool history_was_empty = history.points().empty();
-    const uint64_t thinnings = history.thinnings();
-    history.RecordForward(e.step(), s.latency_ms, out_std, non_finite, changes_);
-    TouchLayerLocked(id, history_was_empty, thinnings);
-    if (absl::Status st = aggregator_.AddForward(id, std::move(s)); !st.ok()) {
-      reject(e.layer_id());
-      continue;
-    }
-    ++out.accepted;
-  }
-  for (const v1::BackwardEvent& e : batch.backward()) {
-    const int32_t id = lookup(e.layer_id());
-    if (id < 0) {
-      reject(e.layer_id());
-      continue;
-    }
-    BackwardSample s;
-    s.latency_ms = Opt(e.has_latency_ms(), e.latency_ms());
-    s.grad_norm = Opt(e.has_grad_norm(), e.grad_norm());
-    s.grad_mean = Opt(e.has_grad_mean(), e.grad_mean());
-    s.grad_has_nan = e.grad_has_nan();
-    s.grad_all_zero = e.grad_all_zero();
-    s.grad_in_norm = Opt(e.has_grad_in_norm(), e.grad_in_norm());
-    s.grad_in_mean = Opt(e.has_grad_in_mean(), e.grad_in_mean());
-    s.grad_in_has_nan = e.grad_in_has_nan();
-    s.mem_alloc_delta = Opt(e.has_mem_alloc_delta(), e.mem_alloc_delta());
-    s.mem_reserved_delta = Opt(e.has_mem_reserved_delta(), e.mem_reserved_delta());
-    LayerHistory& history = history_[static_cast<size_t>(id)];
-    const bool history_was_empty = history.points().empty();
-    const uint64_t thinnings = history.thinnings();
-    history.RecordBackward(e.step(), s.grad_norm, s.grad_has_nan, changes_);
-    TouchLayerLocked(id, history_was_empty, thinnings);
-    if (absl::Status st = aggregator_.AddBackward(id, s); !st.ok()) {
-      reject(e.layer_id());
-      continue;
-    }
-    ++out.accepted;
-  }
-  if (batch.has_nan_origin()) {
+  if (summary->nan_origin.has_value()) {
     TraceMetadata m = aggregator_.metadata();
     if (!m.nan_origin) {
-      m.nan_origin = FromProto(batch.nan_origin());
+      m.nan_origin = *summary->nan_origin;
       aggregator_.SetMetadata(std::move(m));
     }
   }
@@ -319,6 +331,7 @@ BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
   events_ += out.accepted;
   rejected_events_ += out.rejected;
   received_this_run_ += out.accepted + out.rejected;
+  if (!decoded.ok()) return decoded;
   return out;
 }
 
@@ -375,6 +388,11 @@ SessionState Session::state() const {
 int32_t Session::peer_uid() const {
   absl::MutexLock lock(&mu_);
   return peer_.uid;
+}
+
+bool Session::has_events() const {
+  absl::MutexLock lock(&mu_);
+  return events_ > 0 || rejected_events_ > 0 || DroppedLocked() > 0;
 }
 
 uint64_t Session::DroppedLocked() const { return client_dropped_ + lost_events_; }
@@ -532,7 +550,7 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
     if (!force && changes == written_changes_) return false;
     record = RecordLocked();
   }
-  if (absl::Status s = WriteTraceFile(path, record); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
   written_changes_ = changes;
   return true;
 }

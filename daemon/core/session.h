@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -20,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/history.h"
+#include "protocol/frame_decoder.h"
 #include "trace/aggregator.h"
 #include "trace/anomaly.h"
 #include "trace/record.h"
@@ -70,8 +72,14 @@ class Session {
   // when the session would exceed max_layers. Valid entries before the bad one are kept.
   absl::Status DeclareLayers(const v1::LayerTable& table) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Feeds a batch to the aggregator and the history. Events for undeclared ids are rejected and
-  // counted; the rest are applied.
+  // Feeds a batch, given as its wire bytes (an EventBatch without frame header or AgentMessage
+  // tag; protocol/frame_decoder.h decodes it, allocating nothing per event), to the aggregator and
+  // the history. Events for undeclared ids are rejected and counted; the rest are applied.
+  // InvalidArgument for bytes that are not an EventBatch: nothing is applied when the batch's own
+  // fields are malformed, and the events before the first malformed one otherwise (counted in
+  // events(): the caller closes the connection).
+  absl::StatusOr<BatchOutcome> AddBatchBytes(std::string_view batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for a message (tests, and batches that came framed with extra fields).
   BatchOutcome AddBatch(const v1::EventBatch& batch) ABSL_LOCKS_EXCLUDED(mu_);
 
   void Heartbeat(const v1::Heartbeat& heartbeat) ABSL_LOCKS_EXCLUDED(mu_);
@@ -86,6 +94,9 @@ class Session {
 
   SessionState state() const ABSL_LOCKS_EXCLUDED(mu_);
   int32_t peer_uid() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether any event was accepted, rejected or reported dropped (restored counts included): a
+  // session without is not worth keeping as history (a Hello and nothing else).
+  bool has_events() const ABSL_LOCKS_EXCLUDED(mu_);
   v1::SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
   v1::SessionIndexEntry IndexEntry() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -147,6 +158,15 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t DroppedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
+  // AddBatchBytes' pass over the events (session.cc) and what it does per event.
+  class ApplyPass;
+  int32_t AggIdLocked(uint32_t wire) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void RejectLocked(uint32_t wire, BatchOutcome* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void ApplyForwardLocked(const protocol::wire::ForwardFields& e, TraceAggregator::Batch& agg,
+                          BatchOutcome* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyBackwardLocked(const protocol::BackwardEvent& e, TraceAggregator::Batch& agg,
+                           BatchOutcome* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string id_;
   const absl::Time started_;
   const SessionLimits limits_;
@@ -162,9 +182,11 @@ class Session {
   std::vector<int32_t> agg_ids_ ABSL_GUARDED_BY(mu_);  // Wire id -> aggregator id, -1 = none.
   std::vector<std::string> wire_names_ ABSL_GUARDED_BY(mu_);  // Wire id -> full_name.
   std::vector<LayerHistory> history_ ABSL_GUARDED_BY(mu_);    // By aggregator id.
-  // Scratch for AddBatch, by aggregator id: index of the layer's last forward event in the batch
-  // being added (only that one's tensors are converted; the record keeps the latest tensors).
-  std::vector<int> last_forward_in_batch_ ABSL_GUARDED_BY(mu_);
+  // Scratch for AddBatchBytes, by aggregator id: the bytes of the layer's last forward event in
+  // the batch being added (only that one's tensors are decoded; the record keeps the latest
+  // tensors), and the layers that have one.
+  std::vector<std::string_view> last_forward_bytes_ ABSL_GUARDED_BY(mu_);
+  std::vector<int32_t> touched_layers_ ABSL_GUARDED_BY(mu_);
   uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;             // Accepted (including restored).
   uint64_t rejected_events_ ABSL_GUARDED_BY(mu_) = 0;    // Including restored.
   uint64_t client_dropped_ ABSL_GUARDED_BY(mu_) = 0;     // Latest (monotonic) agent count.

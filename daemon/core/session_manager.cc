@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/data_dir.h"
 #include "google/protobuf/util/json_util.h"
 #include "protocol/record_proto.h"
 #include "spdlog/spdlog.h"
@@ -52,19 +53,27 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(
   if (options.session_limits.history_steps < 4) {
     return absl::InvalidArgumentError("history steps per layer must be at least 4");
   }
+  std::unique_ptr<DataDirLock> lock;
   if (!options.data_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(options.data_dir) / "sessions", ec);
-    if (ec) {
-      return absl::Status(ec == std::errc::permission_denied ? absl::StatusCode::kPermissionDenied
-                                                             : absl::StatusCode::kInternal,
-                          absl::StrCat("cannot create data directory ", options.data_dir,
-                                       "/sessions: ", ec.message()));
-    }
+    absl::StatusOr<std::unique_ptr<DataDirLock>> locked = DataDirLock::Acquire(options.data_dir);
+    if (!locked.ok()) return locked.status();
+    lock = *std::move(locked);
+    const std::string sessions = absl::StrCat(options.data_dir, "/sessions");
+    if (absl::Status s = MakeDataDirectory(sessions); !s.ok()) return s;
+    // Whatever a killed daemon was writing when it died.
+    const int leftovers = RemoveLeftoverTemps(options.data_dir) + RemoveLeftoverTemps(sessions);
+    if (leftovers > 0) spdlog::info("removed {} unfinished temporary files", leftovers);
   }
   std::unique_ptr<SessionManager> m(
       new SessionManager(std::move(options), counters, std::move(clock)));
+  m->lock_ = std::move(lock);
   if (absl::Status s = m->LoadIndex(); !s.ok()) return s;
+  std::vector<std::string> pruned;
+  {
+    absl::MutexLock l(&m->mu_);
+    pruned = m->PruneLocked(m->clock_());
+  }
+  m->RemoveSnapshots(pruned);
   return m;
 }
 
@@ -180,12 +189,20 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hel
   }
   Entry e;
   e.started = now;
-  const std::string id = NewIdLocked(hello.identity(), now);
+  // A resume of a session this daemon does not know (its predecessor died before writing it to
+  // the index) continues under that id: what the agent had sent then counts as dropped, instead of
+  // vanishing into a new session. Never for a malformed id, nor over a snapshot on disk (a session
+  // forgotten by the index limit).
+  const std::string& resume = hello.resume_session_id();
+  const bool adopt = !resume.empty() && !entries_.contains(resume) && IsSafeId(resume) &&
+                     (options_.data_dir.empty() || !std::filesystem::exists(SnapshotPath(resume)));
+  const std::string id = adopt ? resume : NewIdLocked(hello.identity(), now);
   e.session =
       std::make_shared<Session>(id, hello, peer, now, options_.session_limits, options_.thresholds);
+  if (adopt) e.session->Resume(hello, peer);  // Counts hello.sent_events as lost.
   e.attachment = next_attachment_++;
   e.index = e.session->IndexEntry();
-  Opened opened{e.session, false, e.attachment};
+  Opened opened{e.session, adopt, e.attachment};
   entries_.emplace(id, std::move(e));
   order_.push_back(id);
   index_dirty_ = true;
@@ -203,15 +220,18 @@ void SessionManager::Release(const std::shared_ptr<Session>& session, uint64_t a
     if (!ended) session->Abort(clock_());
   }
   WriteSession(session, /*force=*/true);
+  std::vector<std::string> pruned;
   {
     absl::MutexLock lock(&mu_);
     EvictLocked();
+    pruned = PruneLocked(clock_());
   }
-  WriteIndex();
+  RemoveSnapshots(pruned);
+  WriteIndexIfDue();
 }
 
 void SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool force) {
-  if (!options_.data_dir.empty()) {
+  if (!options_.data_dir.empty() && session->has_events()) {
     absl::StatusOr<bool> written = session->WriteSnapshot(SnapshotPath(session->id()), force);
     if (!written.ok()) {
       Bump(counters_->snapshot_errors);
@@ -232,6 +252,23 @@ void SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool 
 void SessionManager::EvictLocked() {
   size_t in_memory = 0;
   for (const auto& [id, e] : entries_) in_memory += e.session != nullptr ? 1 : 0;
+  // Ended sessions without events go first, and entirely: they are no history.
+  if (in_memory > options_.max_sessions_in_memory) {
+    std::vector<std::string> kept;
+    kept.reserve(order_.size());
+    for (std::string& id : order_) {
+      const Entry& e = entries_[id];
+      if (in_memory > options_.max_sessions_in_memory && e.session != nullptr &&
+          e.attachment == 0 && e.session->state() != SessionState::kLive &&
+          !e.session->has_events()) {
+        entries_.erase(id);
+        --in_memory;
+        continue;
+      }
+      kept.push_back(std::move(id));
+    }
+    order_ = std::move(kept);
+  }
   for (size_t i = 0; i < order_.size() && in_memory > options_.max_sessions_in_memory; ++i) {
     Entry& e = entries_[order_[i]];
     if (e.session == nullptr || e.attachment != 0 || e.session->state() == SessionState::kLive) {
@@ -260,6 +297,69 @@ void SessionManager::EvictLocked() {
   }
 }
 
+std::vector<std::string> SessionManager::PruneLocked(absl::Time now) {
+  std::vector<std::string> pruned;
+  const bool by_count = options_.retain_sessions > 0;
+  const bool by_age = options_.retain_for > absl::ZeroDuration();
+  if (!by_count && !by_age) return pruned;
+  auto ended = [](const Entry& e) {
+    return e.attachment == 0 &&
+           (e.session != nullptr ? e.session->state() != SessionState::kLive
+                                 : e.index.info().state() != v1::SESSION_STATE_LIVE);
+  };
+  size_t ended_count = 0;
+  for (const std::string& id : order_) ended_count += ended(entries_[id]) ? 1 : 0;
+  std::vector<std::string> kept;
+  kept.reserve(order_.size());
+  for (std::string& id : order_) {
+    const Entry& e = entries_[id];
+    if (ended(e)) {
+      const int64_t ended_ns =
+          e.session != nullptr ? e.session->Info().ended_unix_ns() : e.index.info().ended_unix_ns();
+      const bool too_many = by_count && ended_count > options_.retain_sessions;
+      const bool too_old = by_age && absl::FromUnixNanos(ended_ns) < now - options_.retain_for;
+      if (too_many || too_old) {
+        if (!options_.data_dir.empty()) pruned.push_back(SnapshotPath(id));
+        entries_.erase(id);
+        --ended_count;
+        index_dirty_ = true;
+        continue;
+      }
+    }
+    kept.push_back(std::move(id));
+  }
+  order_ = std::move(kept);
+  if (!pruned.empty()) spdlog::info("retention: forgot {} ended sessions", pruned.size());
+  return pruned;
+}
+
+void SessionManager::RemoveSnapshots(const std::vector<std::string>& paths) const {
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    if (ec) spdlog::warn("retention: cannot remove {}: {}", path, ec.message());
+  }
+}
+
+void SessionManager::WriteIndexIfDue() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!index_dirty_ || clock_() - last_index_write_ < options_.index_interval) return;
+  }
+  WriteIndex();
+}
+
+void SessionManager::FlushIndexIfDue() {
+  std::vector<std::string> pruned;
+  {
+    absl::MutexLock lock(&mu_);
+    if (clock_() - last_index_write_ < options_.index_interval) return;
+    pruned = PruneLocked(clock_());
+  }
+  RemoveSnapshots(pruned);
+  WriteIndexIfDue();
+}
+
 void SessionManager::WriteIndex() {
   if (options_.data_dir.empty()) return;
   absl::MutexLock index_lock(&index_mu_);
@@ -268,8 +368,10 @@ void SessionManager::WriteIndex() {
     absl::MutexLock lock(&mu_);
     if (!index_dirty_) return;
     index_dirty_ = false;
+    last_index_write_ = clock_();
     for (const std::string& id : order_) {
       const Entry& e = entries_.at(id);
+      if (e.session != nullptr && !e.session->has_events()) continue;  // No history.
       *index.add_sessions() = e.session != nullptr ? e.session->IndexEntry() : e.index;
     }
   }
@@ -282,7 +384,8 @@ void SessionManager::WriteIndex() {
     spdlog::error("cannot encode the session index: {}", s.message().as_string());
     return;
   }
-  if (absl::Status s = WriteFileAtomic(absl::StrCat(options_.data_dir, "/index.json"), json);
+  if (absl::Status s =
+          WriteFileAtomic(absl::StrCat(options_.data_dir, "/index.json"), json, kDataFileMode);
       !s.ok()) {
     Bump(counters_->snapshot_errors);
     spdlog::error("cannot write the session index: {}", s.ToString());
@@ -362,7 +465,7 @@ void SessionManager::WriteDueSnapshots() {
     }
   }
   for (const auto& s : sessions) WriteSession(s, /*force=*/false);
-  WriteIndex();
+  WriteIndexIfDue();
 }
 
 void SessionManager::Shutdown() {

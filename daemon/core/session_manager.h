@@ -8,6 +8,10 @@
 //   chars>-<pid>-<n>"
 // so an id is always a safe file name ("../../etc/x" as host becomes "______etc_x").
 //
+// A session without events (Session::has_events: a Hello and nothing else) is not history: it is
+// listed while in memory, but never written to disk or to the index, and it is the first to go,
+// entirely, when ended sessions are evicted.
+//
 // Limits: live sessions (a new session beyond it is refused with ResourceExhausted and counted in
 // DaemonCounters::limit_hits; a resume is not a new session), sessions held in memory (ended ones
 // beyond it are evicted, counted in sessions_evicted; they stay listed and readable from disk),
@@ -33,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/counters.h"
+#include "daemon/core/data_dir.h"
 #include "daemon/core/session.h"
 #include "tracetorch/v1/agent.pb.h"
 #include "tracetorch/v1/service.pb.h"
@@ -45,6 +50,16 @@ struct SessionManagerOptions {
   // Live and attached sessions always stay; beyond this, ended ones are evicted, oldest first.
   size_t max_sessions_in_memory = 256;
   size_t max_index_entries = 10000;
+  // DATA_DIR/index.json is rewritten at most this often: a session ending marks it due, and
+  // FlushIndexIfDue() (the daemon's housekeeping, every 250 ms) writes it once the interval has
+  // passed since the last write. Shutdown() always writes it.
+  absl::Duration index_interval = absl::Seconds(1);
+  // Retention of ended sessions (index entry and snapshot file deleted, oldest first): at most
+  // retain_sessions of them (0: no limit but max_index_entries), none that ended longer than
+  // retain_for ago (zero: kept for ever). Applied as sessions end, when the index is flushed and
+  // at startup.
+  size_t retain_sessions = 0;
+  absl::Duration retain_for = absl::ZeroDuration();
   SessionLimits session_limits;
   Thresholds thresholds;
 };
@@ -57,10 +72,12 @@ class SessionManager {
  public:
   using Clock = std::function<absl::Time()>;
 
-  // Creates DATA_DIR/sessions and loads DATA_DIR/index.json when present; sessions the index
-  // lists as live (the daemon died) become aborted. InvalidArgument for invalid thresholds or
-  // limits, Internal/PermissionDenied when the data directory cannot be created, InvalidArgument
-  // when the index does not parse (the message names the file).
+  // Locks the data directory (DataDirLock: FailedPrecondition while another daemon holds it),
+  // creates DATA_DIR/sessions (0750), removes temporary files a killed daemon left, and loads
+  // DATA_DIR/index.json when present; sessions the index lists as live (the daemon died) become
+  // aborted. InvalidArgument for invalid thresholds or limits, Internal/PermissionDenied when the
+  // data directory cannot be created, InvalidArgument when the index does not parse (the message
+  // names the file). Files it writes are 0640 whatever the umask.
   static absl::StatusOr<std::unique_ptr<SessionManager>> Create(SessionManagerOptions options,
                                                                 DaemonCounters* counters,
                                                                 Clock clock = absl::Now);
@@ -73,16 +90,18 @@ class SessionManager {
 
   // Starts a session for a Hello, or resumes the one named by hello.resume_session_id (in memory,
   // or from the index after a daemon restart) when it is not finished and the peer has the same
-  // uid; an unknown or finished id starts a new session. InvalidArgument for an unsupported
-  // protocol version; ResourceExhausted at the live-session limit; PermissionDenied when another
-  // uid tries to resume a session.
+  // uid. An id this manager does not know (the daemon died before indexing it) is taken up again
+  // as a new session under that id, hello.sent_events counted as dropped (resumed is true); a
+  // finished id, a malformed one or one whose snapshot file exists starts a session of a new id.
+  // InvalidArgument for an unsupported protocol version; ResourceExhausted at the live-session
+  // limit; PermissionDenied when another uid tries to resume a session.
   absl::StatusOr<Opened> Open(const v1::Hello& hello, const PeerCredentials& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The connection that opened `attachment` is gone. Without `ended` (no End received) a live
-  // session becomes aborted. Either way its snapshot and the index are written before this returns
-  // (a write error is logged and counted in snapshot_errors). A stale attachment (the agent
-  // already reconnected) is ignored.
+  // session becomes aborted. Either way its snapshot (when it has events) is written before this
+  // returns (a write error is logged and counted in snapshot_errors), and the index is written
+  // when due (see index_interval). A stale attachment (the agent already reconnected) is ignored.
   void Release(const std::shared_ptr<Session>& session, uint64_t attachment, bool ended)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -103,9 +122,13 @@ class SessionManager {
   };
   absl::StatusOr<Found> Find(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Writes the snapshot of every in-memory session that changed since its last write, then the
-  // index if anything changed. Called every snapshot interval.
+  // Writes the snapshot of every in-memory session with events that changed since its last
+  // write, then the index if anything changed and it is due. Called every snapshot interval.
   void WriteDueSnapshots() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Applies retention and writes the index if it changed and index_interval has passed since its
+  // last write.
+  void FlushIndexIfDue() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Final snapshots: live sessions become aborted (a restarted daemon resumes them), every
   // in-memory session is written, then the index.
@@ -134,7 +157,12 @@ class SessionManager {
   absl::Status LoadIndex();
   void WriteSession(const std::shared_ptr<Session>& session, bool force);
   void WriteIndex() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
+  void WriteIndexIfDue() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the ended sessions retention no longer keeps; returns their snapshot paths, to delete
+  // outside the lock (RemoveSnapshots).
+  std::vector<std::string> PruneLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveSnapshots(const std::vector<std::string>& paths) const;
   std::string NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -148,8 +176,10 @@ class SessionManager {
   uint64_t next_counter_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_attachment_ ABSL_GUARDED_BY(mu_) = 1;
   bool index_dirty_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_index_write_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   absl::Mutex index_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // Serialises index writes.
+  std::unique_ptr<DataDirLock> lock_;  // Held for the manager's lifetime (with a data dir).
 };
 
 }  // namespace tracetorch::daemon

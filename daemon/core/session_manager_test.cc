@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/testing/test_util.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
@@ -232,6 +233,184 @@ TEST(SessionManager, BadIndexIsAClearError) {
   auto m = SessionManager::Create(o, &counters);
   EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(m.status().message(), "index.json"));
+}
+
+// The session ids DATA_DIR/index.json lists, or {"missing"} when there is none.
+std::vector<std::string> IndexIds(const std::string& data_dir) {
+  absl::StatusOr<std::string> text = ReadFileToString(data_dir + "/index.json");
+  if (!text.ok()) return {"missing"};
+  v1::SessionIndex index;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(*text, &index).ok());
+  std::vector<std::string> ids;
+  for (const auto& e : index.sessions()) ids.push_back(e.info().session_id());
+  return ids;
+}
+
+size_t SnapshotFiles(const std::string& data_dir) {
+  size_t n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(data_dir + "/sessions")) {
+    n += f.path().extension() == ".json" ? 1 : 0;
+  }
+  return n;
+}
+
+// A session opened, fed `events` events (none: a Hello alone) and ended.
+std::string OpenFeedEnd(SessionManager& m, int events, absl::Time now) {
+  auto s = m.Open(MakeHello(), {});
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return "";
+  if (events > 0) Feed(*s->session, events);
+  s->session->Finish(v1::End(), now);
+  m.Release(s->session, s->attachment, /*ended=*/true);
+  return s->session->id();
+}
+
+// Hello floods leave no history: no snapshot file, no index entry, and such sessions are the
+// first evicted from memory, entirely (a real session stays listed).
+TEST(SessionManager, SessionsWithoutEventsAreNotHistory) {
+  TempDir dir{"tracetorchd_sm"};
+  std::string real;
+  {
+    DaemonCounters counters;
+    SessionManagerOptions o;
+    o.data_dir = dir.path();
+    o.max_sessions_in_memory = 2;
+    auto m = SessionManager::Create(o, &counters);
+    ASSERT_TRUE(m.ok()) << m.status();
+    real = OpenFeedEnd(**m, 3, absl::Now());
+    for (int i = 0; i < 5; ++i) OpenFeedEnd(**m, 0, absl::Now());
+    auto aborted = (*m)->Open(MakeHello(), {});  // A Hello, then the connection drops.
+    ASSERT_TRUE(aborted.ok());
+    (*m)->Release(aborted->session, aborted->attachment, /*ended=*/false);
+    const auto list = (*m)->List();
+    ASSERT_LE(list.size(), 2u);
+    EXPECT_EQ(list[0].session_id(), real);
+    EXPECT_EQ(counters.sessions_evicted.load(), 0u);  // The real one was never pushed out.
+    (*m)->Shutdown();
+    EXPECT_EQ(IndexIds(dir.path()), std::vector<std::string>{real});
+    EXPECT_EQ(SnapshotFiles(dir.path()), 1u);
+  }
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ((*m)->List().size(), 1u);
+  EXPECT_EQ((*m)->List()[0].session_id(), real);
+}
+
+// Sessions ending in a burst rewrite the index once per interval, not once each.
+TEST(SessionManager, TheIndexIsWrittenAtMostOncePerInterval) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  absl::Time now = absl::FromUnixSeconds(1700000000);
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  o.index_interval = absl::Seconds(10);
+  auto m = SessionManager::Create(o, &counters, [&now] { return now; });
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::string a = OpenFeedEnd(**m, 1, now);
+  EXPECT_EQ(IndexIds(dir.path()), std::vector<std::string>{a});  // The first write is due.
+  now += absl::Seconds(1);
+  const std::string b = OpenFeedEnd(**m, 1, now);
+  const std::string c = OpenFeedEnd(**m, 1, now);
+  (*m)->FlushIndexIfDue();
+  EXPECT_EQ(IndexIds(dir.path()), std::vector<std::string>{a});  // Not due yet.
+  now += absl::Seconds(9);
+  (*m)->FlushIndexIfDue();
+  EXPECT_EQ(IndexIds(dir.path()), (std::vector<std::string>{a, b, c}));
+  EXPECT_EQ(SnapshotFiles(dir.path()), 3u);  // Snapshots are not delayed.
+}
+
+TEST(SessionManager, RetentionKeepsTheNewestEndedSessions) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  o.retain_sessions = 2;
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::string first = OpenFeedEnd(**m, 1, absl::Now());
+  auto live = (*m)->Open(MakeHello(), {});  // Live sessions are never pruned.
+  ASSERT_TRUE(live.ok());
+  Feed(*live->session, 1);
+  const std::string second = OpenFeedEnd(**m, 1, absl::Now());
+  const std::string third = OpenFeedEnd(**m, 1, absl::Now());
+  std::vector<std::string> ids;
+  for (const auto& s : (*m)->List()) ids.push_back(s.session_id());
+  EXPECT_EQ(ids, (std::vector<std::string>{live->session->id(), second, third}));
+  EXPECT_FALSE(std::filesystem::exists((*m)->SnapshotPath(first)));
+  EXPECT_TRUE(std::filesystem::exists((*m)->SnapshotPath(second)));
+  EXPECT_EQ((*m)->GetSnapshot(first).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SessionManager, RetentionForgetsSessionsEndedLongerAgoThanItsAge) {
+  TempDir dir{"tracetorchd_sm"};
+  absl::Time now = absl::FromUnixSeconds(1700000000);
+  std::string old_one;
+  std::string young;
+  {
+    DaemonCounters counters;
+    SessionManagerOptions o;
+    o.data_dir = dir.path();
+    o.retain_for = absl::Hours(24);
+    auto m = SessionManager::Create(o, &counters, [&now] { return now; });
+    ASSERT_TRUE(m.ok()) << m.status();
+    old_one = OpenFeedEnd(**m, 1, now);
+    now += absl::Hours(20);
+    young = OpenFeedEnd(**m, 1, now);
+    now += absl::Hours(5);  // old_one ended 25 h ago, young 5 h ago.
+    (*m)->FlushIndexIfDue();
+    ASSERT_EQ((*m)->List().size(), 1u);
+    EXPECT_EQ((*m)->List()[0].session_id(), young);
+    EXPECT_FALSE(std::filesystem::exists((*m)->SnapshotPath(old_one)));
+    (*m)->Shutdown();
+  }
+  // At startup too: a daemon that was down for two days forgets young as it loads the index.
+  now += absl::Hours(48);
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  o.retain_for = absl::Hours(24);
+  auto m = SessionManager::Create(o, &counters, [&now] { return now; });
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE((*m)->List().empty());
+  EXPECT_EQ(SnapshotFiles(dir.path()), 0u);
+}
+
+// The daemon died before it indexed a session: the agent's resume continues it under its id, and
+// what the agent had sent to the dead daemon counts as dropped, so events + dropped == sent.
+TEST(SessionManager, AResumeOfAnUnknownSessionKeepsItsIdAndCountsTheGap) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id("20260101T000000Z-box-10-3");
+  resume.set_sent_events(7);
+  auto r = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->resumed);
+  EXPECT_EQ(r->session->id(), "20260101T000000Z-box-10-3");
+  Feed(*r->session, 3);
+  const v1::SessionInfo info = r->session->Info();
+  EXPECT_EQ(info.events(), 3u);
+  EXPECT_EQ(info.dropped_events(), 7u);  // 10 sent in all: 3 received + 7 lost with the daemon.
+
+  // Not for an id that is no session id, nor over a snapshot already on disk.
+  resume.set_resume_session_id("../../etc/passwd");
+  auto bad = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE(bad->resumed);
+  EXPECT_NE(bad->session->id(), "../../etc/passwd");
+  ASSERT_TRUE(WriteFileAtomic((*m)->SnapshotPath("20260101T000000Z-box-10-4"), "{}").ok());
+  resume.set_resume_session_id("20260101T000000Z-box-10-4");
+  auto taken = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(taken.ok());
+  EXPECT_FALSE(taken->resumed);
+  EXPECT_NE(taken->session->id(), "20260101T000000Z-box-10-4");
 }
 
 TEST(SessionManager, InvalidOptions) {

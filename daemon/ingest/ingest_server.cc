@@ -16,7 +16,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon/core/ingest_connection.h"
+#include "daemon/ingest/frame_buffer.h"
 #include "protocol/wire.h"
 #include "spdlog/spdlog.h"
 
@@ -121,9 +123,17 @@ absl::Status SetSocketAccess(const std::string& path, std::optional<gid_t> group
 absl::StatusOr<std::unique_ptr<IngestServer>> IngestServer::Start(IngestServerOptions options,
                                                                   SessionManager* manager,
                                                                   DaemonCounters* counters,
-                                                                  RateLimitedLog* log) {
+                                                                  RateLimitedLog* log,
+                                                                  IngestMemoryBudget* budget) {
   absl::StatusOr<sockaddr_un> addr = Address(options.socket_path);
   if (!addr.ok()) return addr.status();
+  const size_t budget_bytes = budget != nullptr ? budget->limit() : options.ingest_memory_bytes;
+  if (budget_bytes <
+      static_cast<size_t>(options.max_frame_bytes) + protocol::wire::kFrameHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ingest memory budget (", budget_bytes,
+        " bytes) cannot hold one frame of --max-frame-bytes (", options.max_frame_bytes, ")"));
+  }
   if (absl::Status s = ClaimSocketPath(options.socket_path); !s.ok()) return s;
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(ErrnoText("socket", errno));
@@ -154,20 +164,25 @@ absl::StatusOr<std::unique_ptr<IngestServer>> IngestServer::Start(IngestServerOp
     return absl::InternalError(ErrnoText("eventfd", err));
   }
   std::unique_ptr<IngestServer> server(
-      new IngestServer(std::move(options), manager, counters, log, fd, wake));
+      new IngestServer(std::move(options), manager, counters, log, budget, fd, wake));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   return server;
 }
 
 IngestServer::IngestServer(IngestServerOptions options, SessionManager* manager,
-                           DaemonCounters* counters, RateLimitedLog* log, int listen_fd,
-                           int wake_fd)
+                           DaemonCounters* counters, RateLimitedLog* log,
+                           IngestMemoryBudget* budget, int listen_fd, int wake_fd)
     : options_(std::move(options)),
       manager_(manager),
       counters_(counters),
       log_(log),
       listen_fd_(listen_fd),
-      wake_fd_(wake_fd) {}
+      wake_fd_(wake_fd),
+      own_budget_(budget == nullptr
+                      ? std::make_unique<IngestMemoryBudget>(options_.ingest_memory_bytes)
+                      : nullptr),
+      budget_(budget != nullptr ? budget : own_budget_.get()),
+      slots_(options_.max_connections, options_.max_connections_per_uid) {}
 
 IngestServer::~IngestServer() {
   Shutdown();
@@ -180,8 +195,9 @@ void IngestServer::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopping_ = true;
-    for (int fd : connections_) shutdown(fd, SHUT_RDWR);  // Wakes the connection threads.
+    for (const auto& [fd, uid] : connections_) shutdown(fd, SHUT_RDWR);  // Wakes the threads.
   }
+  budget_->Close();  // Wakes the connections waiting for memory.
   const uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof(one));
   if (accept_thread_.joinable()) accept_thread_.join();
@@ -219,29 +235,36 @@ void IngestServer::AcceptLoop() {
       continue;
     }
     Bump(counters_->connections_total);
-    bool reject = false;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    PeerCredentials peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      peer.pid = cred.pid;
+      peer.uid = static_cast<int32_t>(cred.uid);
+      peer.gid = static_cast<int32_t>(cred.gid);
+    }
+    const uint32_t uid = static_cast<uint32_t>(peer.uid);
+    absl::Status slot;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) {
         close(fd);
         return;
       }
-      if (connections_.size() >= options_.max_connections) {
-        reject = true;
-      } else {
-        connections_.insert(fd);
+      slot = slots_.Acquire(uid);
+      if (slot.ok()) {
+        connections_.emplace(fd, uid);
         ++active_threads_;
       }
     }
-    if (reject) {
+    if (!slot.ok()) {
       Bump(counters_->rejected_connections);
       Bump(counters_->limit_hits);
       log_->Warn("connection limit",
-                 absl::StrCat("ingest: refusing a connection: ", options_.max_connections,
-                              " connections open (--max-connections)"));
+                 absl::StrCat("ingest: refusing a connection from uid ", peer.uid, " (pid ",
+                              peer.pid, "): ", slot.message()));
       std::string out;
-      IngestConnection::AppendRejection(
-          absl::ResourceExhaustedError("tracetorchd connection limit reached"), &out);
+      IngestConnection::AppendRejection(slot, &out);
       timeval tv{1, 0};
       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
       SendAll(fd, out);
@@ -249,104 +272,114 @@ void IngestServer::AcceptLoop() {
       continue;
     }
     try {
-      std::thread([this, fd] { Serve(fd); }).detach();
+      std::thread([this, fd, peer] { Serve(fd, peer); }).detach();
     } catch (const std::exception& e) {
       log_->Warn("thread", absl::StrCat("ingest: cannot start a connection thread: ", e.what()));
       close(fd);
       absl::MutexLock lock(&mu_);
       connections_.erase(fd);
+      slots_.Release(uid);
       --active_threads_;
     }
   }
 }
 
-void IngestServer::Serve(int fd) {
-  ucred cred{};
-  socklen_t len = sizeof(cred);
-  PeerCredentials peer;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-    peer.pid = cred.pid;
-    peer.uid = static_cast<int32_t>(cred.uid);
-    peer.gid = static_cast<int32_t>(cred.gid);
-  }
+void IngestServer::Serve(int fd, PeerCredentials peer) {
   // A daemon never blocks forever on a client that stopped reading.
   timeval tv{2, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   Bump(counters_->connections_open);
 
-  std::string out;
   if (!Allowed(static_cast<uint32_t>(peer.uid), static_cast<uint32_t>(peer.gid))) {
     Bump(counters_->rejected_connections);
     log_->Warn("allow-list", absl::StrCat("ingest: uid ", peer.uid, " gid ", peer.gid, " (pid ",
                                           peer.pid, ") is not in the allow-list"));
+    std::string out;
     IngestConnection::AppendRejection(
         absl::PermissionDeniedError("this uid/gid may not stream to tracetorchd"), &out);
     SendAll(fd, out);
   } else {
     IngestConnection conn(manager_, counters_, log_, peer, options_.max_frame_bytes);
-    constexpr size_t kInitialBuffer = 1 << 20;
-    std::string buf(kInitialBuffer, '\0');
-    size_t begin = 0;  // Unparsed bytes are buf[begin, end).
-    size_t end = 0;
-    bool open = true;
-    bool header_checked = false;
-    while (open) {
-      if (buf.size() - end < 4096 || begin > buf.size() / 2) {
-        // Compact; grow only as far as the frame being read requires.
-        std::memmove(buf.data(), buf.data() + begin, end - begin);
-        end -= begin;
-        begin = 0;
-      }
-      if (end == buf.size()) buf.resize(buf.size() * 2);
-      const ssize_t n = read(fd, buf.data() + end, buf.size() - end);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        conn.OnClosed(/*truncated=*/end > begin);
-        break;
-      }
-      end += static_cast<size_t>(n);
-      while (end - begin >= protocol::wire::kFrameHeaderBytes) {
-        const uint32_t length = protocol::wire::GetFrameHeader(buf.data() + begin);
-        if (!header_checked) {
-          if (!conn.OnFrameHeader(length, &out)) {
-            open = false;
-            break;
-          }
-          header_checked = true;
-        }
-        const size_t need = protocol::wire::kFrameHeaderBytes + length;
-        if (end - begin < need) {
-          if (buf.size() < need) {
-            std::memmove(buf.data(), buf.data() + begin, end - begin);
-            end -= begin;
-            begin = 0;
-            buf.resize(need);
-          }
-          break;
-        }
-        header_checked = false;
-        const bool ok = conn.OnFrame(
-            std::string_view(buf.data() + begin + protocol::wire::kFrameHeaderBytes, length), &out);
-        begin += need;
-        if (!ok) {
-          open = false;
-          break;
-        }
-      }
-      if (!out.empty()) {
-        if (!SendAll(fd, out)) open = false;
-        out.clear();
-      }
-      if (begin == end) begin = end = 0;
-    }
-    if (!out.empty()) SendAll(fd, out);
-    conn.OnClosed(/*truncated=*/false);
+    ReadFrames(fd, conn);
   }
   counters_->connections_open.fetch_sub(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   connections_.erase(fd);  // Before close(): the fd number may be reused at once.
+  slots_.Release(static_cast<uint32_t>(peer.uid));
   close(fd);
   --active_threads_;  // Last touch of `this`: Shutdown() may return right after.
+}
+
+void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
+  using protocol::wire::kFrameHeaderBytes;
+  FrameBuffer buf(budget_, options_.base_buffer_bytes);
+  std::string out;
+  const absl::Time accepted = absl::Now();
+  absl::Time last_frame = accepted;  // Or the end of the last wait for memory.
+  size_t frame_bytes = 0;            // The frame being read, header included; 0: header unread.
+  bool open = true;
+  while (open) {
+    if (buf.space_size() == 0) {
+      // Full: the frame being read (its header checked: the base holds a header) needs more.
+      if (!buf.GrowFor(frame_bytes)) break;  // Shutdown.
+      last_frame = std::max(last_frame, absl::Now());
+    }
+    const absl::Time deadline =
+        conn.has_session() ? last_frame + options_.idle_timeout : accepted + options_.hello_timeout;
+    const absl::Duration left = deadline - absl::Now();
+    pollfd p{fd, POLLIN, 0};
+    const int ready =
+        left <= absl::ZeroDuration()
+            ? 0
+            : poll(&p, 1,
+                   static_cast<int>(std::min<int64_t>(
+                       absl::ToInt64Milliseconds(left + absl::Milliseconds(1)), 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if (absl::Now() < deadline) continue;
+      conn.OnTimeout(
+          absl::DeadlineExceededError(
+              conn.has_session()
+                  ? absl::StrCat("no complete frame for ",
+                                 absl::FormatDuration(options_.idle_timeout))
+                  : absl::StrCat("no Hello within ", absl::FormatDuration(options_.hello_timeout))),
+          &out);
+      break;
+    }
+    const ssize_t n = ready < 0 ? -1 : read(fd, buf.space(), buf.space_size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      conn.OnClosed(/*truncated=*/!buf.data().empty());
+      break;
+    }
+    buf.Commit(static_cast<size_t>(n));
+    while (buf.data().size() >= kFrameHeaderBytes) {
+      if (frame_bytes == 0) {
+        const uint32_t length = protocol::wire::GetFrameHeader(buf.data().data());
+        if (!conn.OnFrameHeader(length, &out)) {
+          open = false;
+          break;
+        }
+        frame_bytes = kFrameHeaderBytes + length;
+      }
+      if (buf.data().size() < frame_bytes) break;
+      const bool ok =
+          conn.OnFrame(buf.data().substr(kFrameHeaderBytes, frame_bytes - kFrameHeaderBytes), &out);
+      buf.Consume(frame_bytes);  // A grown buffer goes back to its base size here.
+      frame_bytes = 0;
+      last_frame = absl::Now();
+      if (!ok) {
+        open = false;
+        break;
+      }
+    }
+    if (!out.empty()) {
+      if (!SendAll(fd, out)) open = false;
+      out.clear();
+    }
+  }
+  if (!out.empty()) SendAll(fd, out);
+  conn.OnClosed(/*truncated=*/false);
 }
 
 }  // namespace tracetorch::daemon

@@ -1,6 +1,17 @@
 // The ingest listener: a SOCK_STREAM Unix socket (mode 0660) speaking the framing of agent.proto,
-// one thread per agent connection (bounded by max_connections) driving an IngestConnection.
-// Transport only: all protocol and session logic lives in IngestConnection and SessionManager.
+// one thread per agent connection (bounded by max_connections, and per peer uid by
+// max_connections_per_uid: ConnectionSlots) driving an IngestConnection. Transport only: all
+// protocol and session logic lives in IngestConnection and SessionManager.
+//
+// Memory: each connection reads into a FrameBuffer of base_buffer_bytes that grows with the bytes
+// of a larger frame as they arrive, reserved first from one IngestMemoryBudget of
+// ingest_memory_bytes shared by all connections; a connection whose frame does not fit waits
+// without reading (backpressure on its socket) until others release theirs.
+//
+// Progress: a connection must complete its Hello within hello_timeout of being accepted, and
+// then a frame at least every idle_timeout (agents heartbeat every second while idle); otherwise
+// it is closed with a fatal IngestError (DeadlineExceeded), counted in connections_timed_out. Time
+// spent waiting for the memory budget is the daemon's, not the peer's: it does not count.
 //
 // Socket access is never best effort: a mode or group that cannot be set (the socket's, or the
 // socket directory's when it is created here) is a startup error naming the path, the operation
@@ -23,15 +34,20 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/core/counters.h"
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session_manager.h"
+#include "daemon/ingest/connection_slots.h"
+#include "daemon/ingest/ingest_budget.h"
 
 namespace tracetorch::daemon {
+
+class IngestConnection;
 
 struct IngestServerOptions {
   std::string socket_path;
@@ -39,6 +55,15 @@ struct IngestServerOptions {
   // Connections beyond this are answered with a fatal IngestError (ResourceExhausted) and closed,
   // counted in rejected_connections and limit_hits.
   size_t max_connections = 512;
+  // Connections from one peer uid at once (ResourceExhausted beyond, counted as above). 0: a
+  // quarter of max_connections.
+  size_t max_connections_per_uid = 0;
+  // Read buffers of all connections beyond their base size, together. Must hold the largest frame
+  // (max_frame_bytes + header); Start() refuses less with InvalidArgument.
+  size_t ingest_memory_bytes = 256u << 20;
+  size_t base_buffer_bytes = 64u << 10;  // Each connection's resident minimum.
+  absl::Duration hello_timeout = absl::Seconds(10);
+  absl::Duration idle_timeout = absl::Seconds(30);
   // Peers allowed to connect besides the socket's file permissions. Both empty: anyone who can
   // open the socket. Otherwise a peer whose uid is in allowed_uids or gid in allowed_gids.
   std::vector<uint32_t> allowed_uids;
@@ -61,23 +86,31 @@ absl::Status SetSocketAccess(const std::string& path, std::optional<gid_t> group
 
 class IngestServer {
  public:
-  // Claims the path (ClaimSocketPath), binds, sets the socket's access (SetSocketAccess: a failure
+  // InvalidArgument when ingest_memory_bytes cannot hold a frame of max_frame_bytes. Claims the
+  // path (ClaimSocketPath), binds, sets the socket's access (SetSocketAccess: a failure
   // unlinks the socket and is returned), listens, then accepts in a background thread.
+  // `budget` (not owned; it must outlive the server) is the memory budget the connections share,
+  // for a caller that reports its use; null: the server makes its own of ingest_memory_bytes.
   static absl::StatusOr<std::unique_ptr<IngestServer>> Start(IngestServerOptions options,
                                                              SessionManager* manager,
                                                              DaemonCounters* counters,
-                                                             RateLimitedLog* log);
+                                                             RateLimitedLog* log,
+                                                             IngestMemoryBudget* budget = nullptr);
   ~IngestServer();
   IngestServer(const IngestServer&) = delete;
   IngestServer& operator=(const IngestServer&) = delete;
 
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The memory budget the connections share.
+  IngestMemoryBudget* budget() const { return budget_; }
+
  private:
   IngestServer(IngestServerOptions options, SessionManager* manager, DaemonCounters* counters,
-               RateLimitedLog* log, int listen_fd, int wake_fd);
+               RateLimitedLog* log, IngestMemoryBudget* budget, int listen_fd, int wake_fd);
   void AcceptLoop();
-  void Serve(int fd);
+  void Serve(int fd, PeerCredentials peer);
+  void ReadFrames(int fd, IngestConnection& conn);
   bool Allowed(uint32_t uid, uint32_t gid) const;
 
   const IngestServerOptions options_;
@@ -87,11 +120,14 @@ class IngestServer {
   const int listen_fd_;
   const int wake_fd_;  // eventfd: wakes the accept loop at shutdown.
   std::thread accept_thread_;
+  std::unique_ptr<IngestMemoryBudget> own_budget_;  // When Start() was given none.
+  IngestMemoryBudget* const budget_;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_set<int> connections_ ABSL_GUARDED_BY(mu_);  // Open connection fds.
+  absl::flat_hash_map<int, uint32_t> connections_ ABSL_GUARDED_BY(mu_);  // Open fd -> peer uid.
+  ConnectionSlots slots_ ABSL_GUARDED_BY(mu_);
   size_t active_threads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -2,6 +2,7 @@
 // access it cannot set being an error (run unprivileged, as root could set anything).
 #include "daemon/ingest/ingest_server.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,15 +15,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "daemon/core/counters.h"
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session_manager.h"
 #include "daemon/testing/test_util.h"
 #include "gtest/gtest.h"
+#include "protocol/wire.h"
 #include "trace/testing/unprivileged.h"
+#include "tracetorch/v1/agent.pb.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -71,6 +77,10 @@ class IngestServerTest : public ::testing::Test {
     IngestServerOptions o;
     o.socket_path = path;
     o.socket_group = group;
+    return IngestServer::Start(o, manager_.get(), &counters_, &log_);
+  }
+  absl::StatusOr<std::unique_ptr<IngestServer>> Start(IngestServerOptions o) {
+    o.socket_path = dir_.path() + "/d.sock";
     return IngestServer::Start(o, manager_.get(), &counters_, &log_);
   }
 
@@ -152,6 +162,224 @@ TEST_F(IngestServerTest, AGroupItCannotGiveIsAStartupError) {
            absl::StrContains(server.status().message(), path) && !std::filesystem::exists(path);
   });
   ASSERT_EQ(chmod(dir_.path().c_str(), 0700), 0);
+}
+
+// A raw agent on a real socket: frames out, DaemonMessages in.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& path) {
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    if (connect(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawPeer() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+
+  bool Write(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  bool Send(const v1::AgentMessage& m) { return Write(Frame(m.SerializeAsString())); }
+  static std::string Frame(std::string_view payload) {
+    std::string out(protocol::wire::kFrameHeaderBytes, '\0');
+    protocol::wire::PutFrameHeader(static_cast<uint32_t>(payload.size()), out.data());
+    out.append(payload);
+    return out;
+  }
+  bool Hello() {
+    v1::AgentMessage m;
+    m.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
+    m.mutable_hello()->mutable_identity()->set_pid(getpid());
+    return Send(m);
+  }
+
+  // The next DaemonMessage; nullopt at EOF (or after 30 s: a test that hangs fails instead).
+  std::optional<v1::DaemonMessage> Next() {
+    while (true) {
+      if (in_.size() >= protocol::wire::kFrameHeaderBytes) {
+        const uint32_t len = protocol::wire::GetFrameHeader(in_.data());
+        if (in_.size() >= protocol::wire::kFrameHeaderBytes + len) {
+          v1::DaemonMessage m;
+          const bool parsed = m.ParseFromArray(in_.data() + protocol::wire::kFrameHeaderBytes,
+                                               static_cast<int>(len));
+          in_.erase(0, protocol::wire::kFrameHeaderBytes + len);
+          if (!parsed) return std::nullopt;
+          return m;
+        }
+      }
+      if (!Readable(30000)) return std::nullopt;
+      char buf[4096];
+      const ssize_t n = read(fd_, buf, sizeof(buf));
+      if (n <= 0) return std::nullopt;
+      in_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  bool Readable(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, timeout_ms) == 1;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string in_;
+};
+
+// Awaits an IngestError that closes the connection; its code, or -1.
+int FatalCode(RawPeer& peer) {
+  for (std::optional<v1::DaemonMessage> m = peer.Next(); m.has_value(); m = peer.Next()) {
+    if (m->has_error() && m->error().fatal()) {
+      return peer.Next().has_value() ? -2 : m->error().code();  // Then the daemon closes.
+    }
+  }
+  return -1;
+}
+
+TEST_F(IngestServerTest, AConnectionWithoutAHelloInTimeIsClosed) {
+  IngestServerOptions o;
+  o.hello_timeout = absl::Milliseconds(50);
+  auto server = Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  RawPeer silent(dir_.path() + "/d.sock");
+  ASSERT_TRUE(silent.ok());
+  EXPECT_EQ(FatalCode(silent), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  // A Hello started but never finished is no better.
+  RawPeer partial(dir_.path() + "/d.sock");
+  ASSERT_TRUE(partial.Write(RawPeer::Frame("\x0a\x02\x08\x01").substr(0, 6)));
+  EXPECT_EQ(FatalCode(partial), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(counters_.connections_timed_out.load(), 2u);
+}
+
+// After the Hello, bytes that never complete a frame are not progress: a peer trickling a frame
+// one byte at a time is closed by the idle timeout, its session aborted.
+TEST_F(IngestServerTest, ASlowPeerThatNeverCompletesAFrameIsClosed) {
+  IngestServerOptions o;
+  o.idle_timeout = absl::Milliseconds(100);
+  auto server = Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  RawPeer slow(dir_.path() + "/d.sock");
+  ASSERT_TRUE(slow.Hello());
+  std::optional<v1::DaemonMessage> welcome = slow.Next();
+  ASSERT_TRUE(welcome.has_value() && welcome->has_welcome());
+  const char header[4] = {0, 16, 0, 0};  // A frame of 4096 bytes...
+  ASSERT_TRUE(slow.Write(std::string_view(header, 4)));
+  // ... sent one byte whenever the daemon has said nothing for 10 ms, until it closes the
+  // connection (never all 4096: the frame is never completed).
+  int sent = 0;
+  while (sent < 4095 && !slow.Readable(10)) {
+    ASSERT_TRUE(slow.Write("\x08"));
+    ++sent;
+  }
+  ASSERT_LT(sent, 4095) << "the daemon kept a connection that never completed a frame";
+  EXPECT_EQ(FatalCode(slow), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(counters_.connections_timed_out.load(), 1u);
+  ASSERT_EQ(manager_->List().size(), 1u);
+  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_ABORTED);
+}
+
+// One uid at its share of the slots is refused; another uid still connects and streams.
+TEST_F(IngestServerTest, OneUidCannotTakeEverySlot) {
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0777), 0);  // The unprivileged child connects here.
+  IngestServerOptions o;
+  o.max_connections = 4;
+  o.max_connections_per_uid = 2;
+  o.socket_group = tracetorch::testing::kNobody;
+  auto server = Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string path = dir_.path() + "/d.sock";
+  RawPeer a(path), b(path);
+  ASSERT_TRUE(a.Hello() && b.Hello());
+  ASSERT_TRUE(a.Next().has_value() && b.Next().has_value());  // Welcomes: both hold a slot.
+  RawPeer c(path);
+  EXPECT_EQ(FatalCode(c), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  if (geteuid() == 0) {
+    tracetorch::testing::ExpectAsUnprivileged([&] {
+      RawPeer other(path);
+      if (!other.Hello()) return false;
+      std::optional<v1::DaemonMessage> m = other.Next();
+      return m.has_value() && m->has_welcome();
+    });
+  }
+  EXPECT_EQ(counters_.rejected_connections.load(), 1u);
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0700), 0);
+}
+
+// An AgentMessage of about `bytes` that the daemon accepts: a heartbeat and an unknown field.
+std::string LargeHeartbeat(size_t bytes) {
+  v1::AgentMessage m;
+  m.mutable_heartbeat();
+  std::string payload = m.SerializeAsString();
+  const size_t body = bytes - payload.size() - 6;
+  payload += static_cast<char>((15 << 3) | 2);  // Field 15, length-delimited: unknown, skipped.
+  for (size_t v = body;; v >>= 7) {
+    if (v < 0x80) {
+      payload += static_cast<char>(v);
+      break;
+    }
+    payload += static_cast<char>((v & 0x7f) | 0x80);
+  }
+  payload.append(body, 'z');
+  return payload;
+}
+
+// Two large frames that do not fit the ingest budget together: the second connection waits
+// (reading nothing) until the first frame is done, and the budget is never exceeded.
+TEST_F(IngestServerTest, LargeFramesShareTheMemoryBudgetAndGiveItBack) {
+  constexpr uint32_t kFrame = 1 << 20;
+  IngestServerOptions o;
+  o.max_frame_bytes = kFrame;
+  o.ingest_memory_bytes = kFrame + 4;
+  auto server = Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string path = dir_.path() + "/d.sock";
+  RawPeer a(path), b(path);
+  ASSERT_TRUE(a.Hello() && b.Hello());
+  ASSERT_TRUE(a.Next().has_value() && b.Next().has_value());
+  const std::string frame = RawPeer::Frame(LargeHeartbeat(kFrame));
+  const size_t half = frame.size() / 2;
+  v1::AgentMessage end;
+  end.mutable_end();
+  IngestMemoryBudget* budget = (*server)->budget();
+  // a's frame, half sent, holds the budget until it is complete...
+  ASSERT_TRUE(a.Write(std::string_view(frame).substr(0, half)));
+  budget->AwaitReservedForTesting(1);
+  std::thread send_b([&] { EXPECT_TRUE(b.Write(frame) && b.Send(end)); });
+  budget->AwaitWaitingForTesting(1);  // ... so b's waits, reading nothing.
+  const IngestBudgetStats during = (*server)->budget()->stats();
+  EXPECT_LE(during.reserved_bytes, o.ingest_memory_bytes);
+  EXPECT_EQ(during.waiting, 1u);
+  ASSERT_TRUE(a.Write(std::string_view(frame).substr(half)) && a.Send(end));
+  send_b.join();
+  ASSERT_TRUE(test_util::WaitFor([&] {
+    const auto list = manager_->List();
+    return list.size() == 2 && std::all_of(list.begin(), list.end(), [](const v1::SessionInfo& s) {
+             return s.state() == v1::SESSION_STATE_FINISHED;
+           });
+  }));
+  (*server)->Shutdown();
+  const IngestBudgetStats after = (*server)->budget()->stats();
+  EXPECT_EQ(after.reserved_bytes, 0u);
+  EXPECT_LE(after.peak_reserved_bytes, o.ingest_memory_bytes);
+  EXPECT_GE(after.waits, 1u);
+  EXPECT_EQ(counters_.rejected_frames.load(), 0u);
+}
+
+TEST_F(IngestServerTest, ABudgetSmallerThanOneFrameIsAStartupError) {
+  IngestServerOptions o;
+  o.max_frame_bytes = 1 << 20;
+  o.ingest_memory_bytes = 1 << 20;  // The header does not fit.
+  auto server = Start(o);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -97,6 +97,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   if (config.max_frame_bytes < 1024) {
     return absl::InvalidArgumentError("the frame limit must be at least 1024 bytes");
   }
+  if (config.ingest_memory_bytes < static_cast<size_t>(config.max_frame_bytes) + 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ingest memory budget (", config.ingest_memory_bytes,
+        " bytes) must hold one frame of the frame limit (", config.max_frame_bytes, " bytes)"));
+  }
+  if (config.hello_timeout <= absl::ZeroDuration() || config.idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the hello and idle timeouts must be positive");
+  }
   if (absl::Status s = ValidateRemoteAccess(config); !s.ok()) return s;
   config.sessions.data_dir = config.data_dir;
   std::unique_ptr<Daemon> d(new Daemon(std::move(config)));
@@ -114,6 +122,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   ingest.socket_path = c.socket_path;
   ingest.max_frame_bytes = c.max_frame_bytes;
   ingest.max_connections = c.max_connections;
+  ingest.max_connections_per_uid = c.max_connections_per_uid;
+  ingest.ingest_memory_bytes = c.ingest_memory_bytes;
+  ingest.hello_timeout = c.hello_timeout;
+  ingest.idle_timeout = c.idle_timeout;
+  d->ingest_budget_ = std::make_unique<IngestMemoryBudget>(c.ingest_memory_bytes);
   ingest.allowed_uids = c.allowed_uids;
   ingest.allowed_gids = c.allowed_gids;
   ingest.socket_group = c.socket_group;
@@ -165,8 +178,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   // after, and a failure stops the start (the returned error unwinds through ~Daemon).
   if (absl::Status s = SetSocketAccess(c.service_socket_path, c.socket_group); !s.ok()) return s;
 
-  absl::StatusOr<std::unique_ptr<IngestServer>> server =
-      IngestServer::Start(std::move(ingest), d->manager_.get(), &d->counters_, &d->log_);
+  absl::StatusOr<std::unique_ptr<IngestServer>> server = IngestServer::Start(
+      std::move(ingest), d->manager_.get(), &d->counters_, &d->log_, d->ingest_budget_.get());
   if (!server.ok()) return server.status();
   d->ingest_ = *std::move(server);
   {
@@ -225,6 +238,7 @@ void Daemon::Housekeeping() {
       manager_->WriteDueSnapshots();
       next_snapshot = now + config_.snapshot_interval;
     }
+    manager_->FlushIndexIfDue();  // Sessions that ended since the last index write.
   }
 }
 
@@ -258,6 +272,14 @@ v1::DaemonStats Daemon::Stats() const {
   s.set_rss_bytes(RssBytes());
   s.set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started_));
   s.set_unauthenticated_calls(tcp_auth_ != nullptr ? tcp_auth_->rejected() : 0);
+  if (ingest_budget_ != nullptr) {
+    const IngestBudgetStats b = ingest_budget_->stats();
+    s.set_ingest_memory_bytes(b.reserved_bytes);
+    s.set_ingest_memory_limit_bytes(b.limit_bytes);
+    s.set_ingest_memory_peak_bytes(b.peak_reserved_bytes);
+    s.set_ingest_memory_waits(b.waits);
+  }
+  s.set_connections_timed_out(load(counters_.connections_timed_out));
   return s;
 }
 

@@ -54,6 +54,10 @@ struct DaemonConfig {
   absl::Duration snapshot_interval = absl::Seconds(5);
   uint32_t max_frame_bytes = 16u << 20;
   size_t max_connections = 512;
+  size_t max_connections_per_uid = 0;       // 0: a quarter of max_connections.
+  size_t ingest_memory_bytes = 256u << 20;  // Must hold one frame of max_frame_bytes.
+  absl::Duration hello_timeout = absl::Seconds(10);
+  absl::Duration idle_timeout = absl::Seconds(30);  // Agents heartbeat every second while idle.
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
   std::optional<gid_t> socket_group;  // Both sockets' group (mode 0660 either way).
@@ -104,6 +108,7 @@ class Daemon {
   std::shared_ptr<BearerTokenProcessor> tcp_auth_;  // Null without a TCP listener.
   int tcp_port_ = 0;                                // Constant after Start().
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<IngestMemoryBudget> ingest_budget_;  // Set before any service starts.
   std::unique_ptr<IngestServer> ingest_;
   std::thread housekeeping_;
   absl::Notification stop_;

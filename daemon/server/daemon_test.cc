@@ -435,6 +435,79 @@ TEST_F(DaemonTest, SocketIsGroupOnlyAndASecondInstanceIsRefused) {
   EXPECT_TRUE(c->WaitUntilConnected(absl::Seconds(5)).ok());
 }
 
+// Two daemons on one data directory would overwrite each other's index: the second refuses,
+// in-process and as the real binary (exit 1, naming the directory), and the first keeps serving.
+TEST_F(DaemonTest, ASecondDaemonOnTheSameDataDirectoryIsRefused) {
+  DaemonConfig second = config_;
+  second.socket_path = dir_.path() + "/other.sock";
+  second.service_socket_path.clear();
+  auto d = Daemon::Start(second);
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(d.status().message(),
+                                absl::StrCat("is using the data directory ", config_.data_dir)))
+      << d.status();
+  EXPECT_FALSE(std::filesystem::exists(second.socket_path));
+
+  const std::string cmd = absl::StrCat(TRACETORCHD_BINARY, " --socket ", dir_.path(),
+                                       "/third.sock --data-dir ", config_.data_dir, " 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string output;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p) != nullptr) output += buf;
+  const int rc = pclose(p);
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 1) << output;
+  EXPECT_TRUE(absl::StrContains(output, absl::StrCat("another tracetorchd (pid ", getpid(),
+                                                     ") is using the data directory ")))
+      << output;
+  auto c = NewClient("StillHere");
+  EXPECT_TRUE(c->WaitUntilConnected(absl::Seconds(5)).ok());
+}
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Snapshots, the index and the lock are 0640 and the directories the daemon makes 0750, under the
+// common umask 022 (which would leave 0644 / 0755) and under umask 0.
+TEST(DaemonFiles, AreGroupReadableOnlyWhateverTheUmask) {
+  for (const mode_t mask : {mode_t{022}, mode_t{0}}) {
+    TempDir dir{"ttmode"};
+    const mode_t old = umask(mask);
+    DaemonConfig config;
+    config.socket_path = dir.path() + "/d.sock";
+    config.data_dir = dir.path() + "/data";
+    std::string id;
+    {
+      auto d = Daemon::Start(config);
+      ASSERT_TRUE(d.ok()) << d.status();
+      DaemonClientOptions o;
+      o.address = absl::StrCat("unix://", config.socket_path);
+      o.identity = protocol::CurrentProcessIdentity();
+      auto c = DaemonClient::Create(o);
+      ASSERT_TRUE(c.ok());
+      (*c)->DeclareLayers(Layers("m"));
+      Stream(**c, 0, 3, nullptr);
+      ASSERT_TRUE((*c)->Close(absl::Seconds(5)).ok());
+      id = (*c)->session_id();
+      ASSERT_TRUE(WaitFor([&] {
+        auto list = (*d)->sessions().List();
+        return list.size() == 1 && list[0].state() == v1::SESSION_STATE_FINISHED;
+      }));
+      (*d)->Shutdown();
+    }
+    umask(old);
+    EXPECT_EQ(ModeOf(config.data_dir), 0750u);
+    EXPECT_EQ(ModeOf(config.data_dir + "/sessions"), 0750u);
+    EXPECT_EQ(ModeOf(config.data_dir + "/index.json"), 0640u);
+    EXPECT_EQ(ModeOf(config.data_dir + "/lock"), 0640u);
+    EXPECT_EQ(ModeOf(config.data_dir + "/sessions/" + id + ".json"), 0640u);
+  }
+}
+
 TEST_F(DaemonTest, StaleSocketIsReplaced) {
   daemon_->Shutdown();
   daemon_.reset();

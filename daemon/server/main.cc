@@ -1,6 +1,7 @@
 // tracetorchd: collects traces from tracetorch agents over a Unix socket and serves them to
 // viewers and tools over gRPC. See daemon.h and deploy/.
 #include <grp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/server/daemon.h"
 #include "spdlog/spdlog.h"
 
@@ -46,12 +48,41 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1024u, 1u << 30));
   app.add_option("--max-connections", config.max_connections, "Agent connections at once")
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-connections-per-uid", config.max_connections_per_uid,
+                 "Agent connections at once from one uid (default: a quarter of "
+                 "--max-connections)");
+  size_t ingest_memory_mb = config.ingest_memory_bytes >> 20;
+  app.add_option("--ingest-memory-mb", ingest_memory_mb,
+                 "MiB of read buffers all connections' large frames may hold at once; a frame "
+                 "that does not fit waits (backpressure). Must hold one --max-frame-bytes frame")
+      ->check(CLI::Range(1, 1 << 20));
+  double hello_timeout_s = absl::ToDoubleSeconds(config.hello_timeout);
+  app.add_option("--hello-timeout", hello_timeout_s,
+                 "Seconds a new connection has to complete its Hello")
+      ->check(CLI::PositiveNumber);
+  double idle_timeout_s = absl::ToDoubleSeconds(config.idle_timeout);
+  app.add_option("--idle-timeout", idle_timeout_s,
+                 "Seconds a connection may go without completing a frame (agents heartbeat "
+                 "every second)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-live-sessions", config.sessions.max_live_sessions, "Live sessions at once")
       ->check(CLI::PositiveNumber);
   app.add_option("--max-sessions-in-memory", config.sessions.max_sessions_in_memory,
                  "Sessions kept in memory; ended ones beyond this are evicted to disk");
   app.add_option("--max-index-entries", config.sessions.max_index_entries,
                  "Sessions listed in the index; the oldest ended ones are forgotten")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--retain-sessions", config.sessions.retain_sessions,
+                 "Ended sessions kept (index entry and snapshot); older ones are deleted. 0: no "
+                 "limit but --max-index-entries");
+  double retain_days = 0;
+  app.add_option("--retain-days", retain_days,
+                 "Delete ended sessions (index entry and snapshot) this many days after they "
+                 "ended. 0: keep them")
+      ->check(CLI::NonNegativeNumber);
+  double index_interval_s = absl::ToDoubleSeconds(config.sessions.index_interval);
+  app.add_option("--index-interval", index_interval_s,
+                 "Seconds between rewrites of the session index at most")
       ->check(CLI::PositiveNumber);
   app.add_option("--max-layers", config.sessions.session_limits.max_layers,
                  "Declared layers per session")
@@ -68,11 +99,28 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   CLI11_PARSE(app, argc, argv);
 
+  // Debian's absl is built with its debug-mode deadlock detection on: every Mutex::Lock then
+  // takes one global spinlock and walks a lock graph, which cost the ingest path about half its
+  // time. The tests (and the clang job) keep it; the daemon's own process turns it off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  // glibc raises its mmap threshold each time a large block is freed, up to 32 MiB, after which
+  // a finished 16 MiB frame's buffer stays in the heap, resident, when its connection is gone.
+  // A fixed threshold keeps every large buffer (FrameBuffer growth, big messages) in its own
+  // mapping, returned to the system when freed.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  mallopt(M_TRIM_THRESHOLD, 1 << 20);
+
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (config.socket_path.empty())
     config.socket_path = tracetorch::daemon::DefaultSocketPath(system);
   if (config.data_dir.empty()) config.data_dir = tracetorch::daemon::DefaultDataDir(system);
   config.snapshot_interval = absl::Seconds(snapshot_s);
+  config.ingest_memory_bytes = ingest_memory_mb << 20;
+  config.sessions.retain_for = absl::Hours(24 * retain_days);
+  config.sessions.index_interval = absl::Seconds(index_interval_s);
+  config.hello_timeout = absl::Seconds(hello_timeout_s);
+  config.idle_timeout = absl::Seconds(idle_timeout_s);
   if (!group.empty()) {
     const struct group* g = getgrnam(group.c_str());
     if (g == nullptr) {
