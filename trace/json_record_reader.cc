@@ -141,7 +141,7 @@ class Reader {
       out->reset();
       return absl::OkStatus();
     }
-    int64_t v;
+    int64_t v = 0;  // Set by ReadInt on success; initialised for GCC -O3 (-Wmaybe-uninitialized).
     if (auto s = ReadInt(e, path, &v); !s.ok())
       return ShapeError(path, "expected an integer or null");
     *out = v;
