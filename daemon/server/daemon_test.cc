@@ -9,13 +9,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -437,6 +441,19 @@ TEST_F(DaemonTest, SocketIsGroupOnlyAndASecondInstanceIsRefused) {
 
 // Two daemons on one data directory would overwrite each other's index: the second refuses,
 // in-process and as the real binary (exit 1, naming the directory), and the first keeps serving.
+// Runs the tracetorchd binary with `args` (stderr folded into stdout): its exit status (-1 when
+// it did not exit) and output.
+std::pair<int, std::string> RunTracetorchd(const std::string& args) {
+  const std::string cmd = absl::StrCat(TRACETORCHD_BINARY, " ", args, " 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string output;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), p) != nullptr) output += buf;
+  const int rc = pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, output};
+}
+
 TEST_F(DaemonTest, ASecondDaemonOnTheSameDataDirectoryIsRefused) {
   DaemonConfig second = config_;
   second.socket_path = dir_.path() + "/other.sock";
@@ -448,16 +465,9 @@ TEST_F(DaemonTest, ASecondDaemonOnTheSameDataDirectoryIsRefused) {
       << d.status();
   EXPECT_FALSE(std::filesystem::exists(second.socket_path));
 
-  const std::string cmd = absl::StrCat(TRACETORCHD_BINARY, " --socket ", dir_.path(),
-                                       "/third.sock --data-dir ", config_.data_dir, " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) output += buf;
-  const int rc = pclose(p);
-  ASSERT_TRUE(WIFEXITED(rc));
-  EXPECT_EQ(WEXITSTATUS(rc), 1) << output;
+  const auto [rc, output] = RunTracetorchd(
+      absl::StrCat(" --socket ", dir_.path(), "/third.sock --data-dir ", config_.data_dir));
+  EXPECT_EQ(rc, 1) << output;
   EXPECT_TRUE(absl::StrContains(output, absl::StrCat("another tracetorchd (pid ", getpid(),
                                                      ") is using the data directory ")))
       << output;
@@ -636,6 +646,35 @@ TEST(TracetorchdBinary, ASocketGroupItCannotGiveIsAStartupError) {
     return refused;
   });
   ASSERT_EQ(chmod(dir.path().c_str(), 0700), 0);
+}
+
+// A flag it cannot use is one line naming the flag and what was given, exit 2, and nothing made.
+TEST(TracetorchdBinary, ABadFlagIsOneLineAndExitTwo) {
+  TempDir dir{"ttflags"};
+  const std::string where =
+      absl::StrCat("--socket ", dir.path(), "/d.sock --data-dir ", dir.path(), "/data ");
+  struct Case {
+    std::string flag;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--retain-sessions -1", "--retain-sessions: must be a number >= 0, got '-1'"},
+           {"--snapshot-interval 0", "--snapshot-interval: must be a number > 0, got '0'"},
+           {"--retain-days nan", "--retain-days: must be a number >= 0, got 'nan'"},
+           {"--hello-timeout -2", "--hello-timeout: must be a number > 0, got '-2'"},
+           {"--no-such-flag", "--no-such-flag"},
+       }) {
+    const auto [rc, output] = RunTracetorchd(where + c.flag);
+    EXPECT_EQ(rc, 2) << c.flag << ": " << output;
+    EXPECT_TRUE(absl::StartsWith(output, "tracetorchd: ")) << output;
+    EXPECT_TRUE(absl::StrContains(output, c.message)) << output;
+    EXPECT_TRUE(absl::EndsWith(output, "(see 'tracetorchd --help')\n")) << output;
+    EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/data")) << c.flag;
+  }
+  const auto [rc, output] = RunTracetorchd("--help");
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(absl::StrContains(output, "--retain-sessions")) << output;
 }
 
 }  // namespace

@@ -5,15 +5,39 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/server/daemon.h"
 #include "spdlog/spdlog.h"
+
+namespace {
+
+// A finite number above `floor` (or at it, when `inclusive`); the message names what was given,
+// where CLI11's own range checks print the whole span of a double.
+CLI::Validator NumberAbove(double floor, bool inclusive) {
+  const std::string what = absl::StrCat("a number ", inclusive ? ">= " : "> ", floor);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        if (absl::SimpleAtod(text, &v) && std::isfinite(v) && (inclusive ? v >= floor : v > floor))
+          return "";
+        return absl::StrCat("must be ", what, ", got '", text, "'");
+      },
+      what);
+}
+
+const CLI::Validator kPositive = NumberAbove(0, false);
+const CLI::Validator kNonNegative = NumberAbove(0, true);
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using tracetorch::daemon::Daemon;
@@ -43,14 +67,15 @@ int main(int argc, char** argv) {
                  "Require TCP clients to present a certificate signed by this CA (PEM)");
   app.add_option("--data-dir", config.data_dir, "Where snapshots and the session index live");
   app.add_option("--snapshot-interval", snapshot_s, "Seconds between snapshots of live sessions")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--max-frame-bytes", config.max_frame_bytes, "Largest ingest frame accepted")
       ->check(CLI::Range(1024u, 1u << 30));
   app.add_option("--max-connections", config.max_connections, "Agent connections at once")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--max-connections-per-uid", config.max_connections_per_uid,
                  "Agent connections at once from one uid (default: a quarter of "
-                 "--max-connections)");
+                 "--max-connections)")
+      ->check(kNonNegative);
   size_t ingest_memory_mb = config.ingest_memory_bytes >> 20;
   app.add_option("--ingest-memory-mb", ingest_memory_mb,
                  "MiB of read buffers all connections' large frames may hold at once; a frame "
@@ -59,34 +84,36 @@ int main(int argc, char** argv) {
   double hello_timeout_s = absl::ToDoubleSeconds(config.hello_timeout);
   app.add_option("--hello-timeout", hello_timeout_s,
                  "Seconds a new connection has to complete its Hello")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   double idle_timeout_s = absl::ToDoubleSeconds(config.idle_timeout);
   app.add_option("--idle-timeout", idle_timeout_s,
                  "Seconds a connection may go without completing a frame (agents heartbeat "
                  "every second)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--max-live-sessions", config.sessions.max_live_sessions, "Live sessions at once")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--max-sessions-in-memory", config.sessions.max_sessions_in_memory,
-                 "Sessions kept in memory; ended ones beyond this are evicted to disk");
+                 "Sessions kept in memory; ended ones beyond this are evicted to disk")
+      ->check(kNonNegative);
   app.add_option("--max-index-entries", config.sessions.max_index_entries,
                  "Sessions listed in the index; the oldest ended ones are forgotten")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--retain-sessions", config.sessions.retain_sessions,
                  "Ended sessions kept (index entry and snapshot); older ones are deleted. 0: no "
-                 "limit but --max-index-entries");
+                 "limit but --max-index-entries")
+      ->check(kNonNegative);
   double retain_days = 0;
   app.add_option("--retain-days", retain_days,
                  "Delete ended sessions (index entry and snapshot) this many days after they "
                  "ended. 0: keep them")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   double index_interval_s = absl::ToDoubleSeconds(config.sessions.index_interval);
   app.add_option("--index-interval", index_interval_s,
                  "Seconds between rewrites of the session index at most")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--max-layers", config.sessions.session_limits.max_layers,
                  "Declared layers per session")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   app.add_option("--history-steps", config.sessions.session_limits.history_steps,
                  "Per-layer history points kept for live views")
       ->check(CLI::Range(4, 1 << 20));
@@ -97,7 +124,14 @@ int main(int argc, char** argv) {
   app.add_option("--socket-group", group, "Group owning the sockets (mode 0660)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    // One line and exit 2, as for every other configuration the daemon refuses.
+    std::cerr << "tracetorchd: " << e.what() << " (see 'tracetorchd --help')\n";
+    return 2;
+  }
 
   // Debian's absl is built with its debug-mode deadlock detection on: every Mutex::Lock then
   // takes one global spinlock and walks a lock graph, which cost the ingest path about half its
