@@ -12,56 +12,109 @@
 namespace tracetorch::agent {
 namespace {
 
-// Appends "  Title:" and the three layers with the largest value of `field`, when any has one.
-void AppendHeaviest(const TraceRecord& r, std::optional<int64_t> LayerTrace::*field,
-                    std::string_view title, std::string* out) {
-  std::vector<std::pair<int64_t, const std::string*>> top;
+void Line(std::string_view key, std::string_view value, std::string* out) {
+  absl::StrAppend(out, std::string(key), ": ", std::string(value), "\n");
+}
+
+// The layer with the largest positive `mean` field, or nullptr.
+const LayerTrace* Slowest(const TraceRecord& r, std::optional<double> LayerTrace::*mean) {
+  const LayerTrace* best = nullptr;
   for (const LayerTrace& l : r.layers) {
-    if (const std::optional<int64_t>& v = l.*field; v.has_value())
-      top.emplace_back(*v, &l.full_name);
+    const double v = (l.*mean).value_or(0.0);
+    if (v > 0 && (best == nullptr || v > (best->*mean).value_or(0.0))) best = &l;
   }
-  if (top.empty()) return;
-  std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  absl::StrAppend(out, "  ", std::string(title), ":\n");
-  for (size_t i = 0; i < std::min<size_t>(3, top.size()); ++i) {
-    absl::StrAppend(out, "    ", *top[i].second, "  ", FormatBytes(top[i].first), "\n");
+  return best;
+}
+
+std::string Timing(const std::optional<double>& mean, const std::optional<double>& max,
+                   int64_t count, std::string_view pass) {
+  return absl::StrCat(FormatMs(mean.value_or(0.0)), " mean / ", FormatMs(max.value_or(0.0)),
+                      " max over ", count, " ", std::string(pass));
+}
+
+// "fc (+5.00MiB alloc, +8.00MiB reserved); then conv (+1.00MiB), head (+512B)": the three layers
+// that allocated the most (positive deltas only), or "" when none did.
+std::string Heaviest(const TraceRecord& r, std::optional<int64_t> LayerTrace::*alloc,
+                     std::optional<int64_t> LayerTrace::*reserved) {
+  std::vector<const LayerTrace*> top;
+  for (const LayerTrace& l : r.layers) {
+    if ((l.*alloc).value_or(0) > 0) top.push_back(&l);
   }
+  if (top.empty()) return "";
+  std::stable_sort(top.begin(), top.end(), [alloc](const LayerTrace* a, const LayerTrace* b) {
+    return *(a->*alloc) > *(b->*alloc);
+  });
+  const auto bytes = [](const std::optional<int64_t>& v) {
+    return v.has_value() ? absl::StrCat(*v >= 0 ? "+" : "", FormatBytes(*v)) : std::string("+-");
+  };
+  std::string out = absl::StrCat(top[0]->full_name, " (", bytes(top[0]->*alloc), " alloc, ",
+                                 bytes(top[0]->*reserved), " reserved)");
+  for (size_t i = 1; i < std::min<size_t>(3, top.size()); ++i) {
+    absl::StrAppend(&out, i == 1 ? "; then " : ", ", top[i]->full_name, " (", bytes(top[i]->*alloc),
+                    ")");
+  }
+  return out;
 }
 
 }  // namespace
 
 std::string SessionSummary(const TraceRecord& r, int64_t steps, int64_t hook_errors) {
   int64_t params = 0;
-  for (const LayerTrace& l : r.layers) params += l.params;
-  std::string out = "TraceSession summary\n";
-  auto row = [&out](std::string_view key, std::string_view value) {
-    absl::StrAppend(&out, "  ", std::string(key),
-                    std::string(16 - std::min<size_t>(16, key.size()), ' '), std::string(value),
-                    "\n");
-  };
-  row("Model", r.metadata.model_name.empty() ? "<unnamed>" : r.metadata.model_name);
-  row("PyTorch", r.metadata.pytorch_version);
-  row("Device", r.metadata.active_device);
-  row("Layers", absl::StrCat(r.layers.size()));
-  row("Forward passes", absl::StrCat(steps));
-  row("Parameters", FormatCount(params));
-  row("Execution time",
-      r.metadata.total_time_ms ? FormatMs(*r.metadata.total_time_ms) : std::string("running"));
-  if (r.metadata.nan_origin) {
-    row("NaN origin",
-        absl::StrCat(r.metadata.nan_origin->layer, " (step ", r.metadata.nan_origin->step, ")"));
+  int64_t most_forwards = 0;
+  for (const LayerTrace& l : r.layers) {
+    params += l.params;
+    most_forwards = std::max(most_forwards, l.forward_count);
   }
-  if (hook_errors > 0) row("Hook errors", absl::StrCat(hook_errors));
+  const bool live = steps >= 0;
+  std::string out;
+  Line("Model", r.metadata.model_name.empty() ? "<unnamed>" : r.metadata.model_name, &out);
+  Line("Layers traced", absl::StrCat(r.layers.size()), &out);
+  Line("Total parameters", FormatCount(params), &out);
+  Line("Total time",
+       r.metadata.total_time_ms ? FormatMs(*r.metadata.total_time_ms)
+                                : (live ? std::string("running") : FormatMs(0.0)),
+       &out);
+  Line("Forward passes", absl::StrCat(live ? steps : most_forwards), &out);
+  if (const LayerTrace* l = Slowest(r, &LayerTrace::latency_ms_mean)) {
+    Line("Slowest layer",
+         absl::StrCat(l->full_name, " (",
+                      Timing(l->latency_ms_mean, l->latency_ms_max, l->forward_count, "fwd"), ")"),
+         &out);
+  }
+  if (const LayerTrace* l = Slowest(r, &LayerTrace::bwd_latency_ms_mean)) {
+    Line("Slowest backward",
+         absl::StrCat(
+             l->full_name, " (",
+             Timing(l->bwd_latency_ms_mean, l->bwd_latency_ms_max, l->backward_count, "bwd"), ")"),
+         &out);
+  }
   // CUDA only: the layers that allocated the most, forward and backward.
-  AppendHeaviest(r, &LayerTrace::fwd_mem_alloc_delta, "Heaviest forward allocators", &out);
-  AppendHeaviest(r, &LayerTrace::bwd_mem_alloc_delta, "Heaviest backward allocators", &out);
+  if (std::string fwd =
+          Heaviest(r, &LayerTrace::fwd_mem_alloc_delta, &LayerTrace::fwd_mem_reserved_delta);
+      !fwd.empty()) {
+    Line("Heaviest fwd mem", fwd, &out);
+  }
+  if (std::string bwd =
+          Heaviest(r, &LayerTrace::bwd_mem_alloc_delta, &LayerTrace::bwd_mem_reserved_delta);
+      !bwd.empty()) {
+    Line("Heaviest bwd mem", bwd, &out);
+  }
+  if (!r.metadata.pytorch_version.empty()) Line("PyTorch", r.metadata.pytorch_version, &out);
+  Line("Device", r.metadata.active_device, &out);
+  if (r.metadata.nan_origin) {
+    Line("NaN origin",
+         absl::StrCat(r.metadata.nan_origin->layer, " (step ", r.metadata.nan_origin->step, ")"),
+         &out);
+  }
+  if (hook_errors > 0) Line("Hook errors", absl::StrCat(hook_errors), &out);
   if (r.warnings.empty()) {
-    absl::StrAppend(&out, "  Anomalies       none\n");
+    Line("Anomalies detected", "0", &out);
   } else {
-    absl::StrAppend(&out, "  Anomalies       ", r.warnings.size(), "\n");
+    Line("Anomalies detected", absl::StrCat(r.warnings.size()), &out);
     for (const Anomaly& a : r.warnings) {
-      absl::StrAppend(&out, "    [", std::string(ToString(a.severity)), "] ", a.layer, ": ",
-                      a.message, "\n");
+      const std::string_view icon = a.severity == AnomalySeverity::kCritical ? "✗" : "⚠";
+      absl::StrAppend(&out, "  ", std::string(icon), " [", std::string(ToString(a.severity)), "] ",
+                      a.layer, ": ", a.message, "\n");
     }
   }
   return out;

@@ -10,9 +10,24 @@
 
 namespace tracetorch::agent {
 
-// Model, device, layer count, forward passes (`steps`), parameters, execution time ("running"
-// until the session ends), the NaN origin and hook errors when there are any, on CUDA the three
-// heaviest forward and backward allocators, then the anomalies of `record.warnings`.
+// One "Key: value" line each, the tracetorch-ml library's lines first and spelled as it spells
+// them, so that scripts reading them keep working:
+//   Model: resnet                     (record.metadata.model_name)
+//   Layers traced: 11
+//   Total parameters: 11.2K
+//   Total time: 81.7ms                ("running" while the session is open)
+//   Forward passes: 20                (`steps`)
+//   Slowest layer: blocks (1.45ms mean / 4.77ms max over 20 fwd)
+//   Slowest backward: head (0.120ms mean / 0.300ms max over 20 bwd)      when a backward ran
+//   Heaviest fwd mem: fc (+5.00MiB alloc, +8.00MiB reserved); then ...  on CUDA
+//   Heaviest bwd mem: fc (+1.00MiB alloc, +2.00MiB reserved)            on CUDA
+// then ours: PyTorch, Device, the NaN origin and hook errors when there are any, and the
+// anomalies of record.warnings:
+//   Anomalies detected: 2
+//     ✗ [critical] bad: NaN detected in output (40 values)
+// `steps` < 0 means unknown (a record filled in by hand, not a session): forward passes are then
+// the largest forward_count of a layer, and a missing total time reads 0.000ms, as the library
+// does.
 std::string SessionSummary(const TraceRecord& record, int64_t steps, int64_t hook_errors);
 
 }  // namespace tracetorch::agent

@@ -23,8 +23,15 @@ using tracer_internal::SetMemoryDelta;
 constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak guard).
 constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
 
-bool HasNonFinite(const std::optional<TensorStats>& s) {
-  return s.has_value() && (s->nan_count > 0 || s->inf_count > 0);
+bool HasNonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
+
+// With statistics off only the counts were computed: they go beside the (absent) statistics.
+void Attach(const TensorStats& stats, StatsMode mode, TensorInfo* info) {
+  if (mode == StatsMode::kFull) {
+    info->stats = stats;
+  } else {
+    info->nonfinite = NonFiniteCounts{.nan_count = stats.nan_count, .inf_count = stats.inf_count};
+  }
 }
 
 }  // namespace
@@ -183,7 +190,7 @@ TensorInfo Tracer::Describe(const at::Tensor& t) {
           e.storage_offset == t.storage_offset() && e.data == t.data_ptr() &&
           std::equal(e.sizes.begin(), e.sizes.end(), sizes.begin(), sizes.end()) &&
           std::equal(e.strides.begin(), e.strides.end(), strides.begin(), strides.end())) {
-        info.stats = e.stats;
+        Attach(e.stats, stats_mode_, &info);
         return info;
       }
       entry = &e;
@@ -195,7 +202,7 @@ TensorInfo Tracer::Describe(const at::Tensor& t) {
     errors_.Record("tensor_stats", stats.status().ToString());
     return info;
   }
-  info.stats = *stats;
+  Attach(*stats, stats_mode_, &info);
   if (cacheable) {
     if (entry == nullptr) {
       if (stats_cache_.size() >= kMaxCacheEntries) stats_cache_.clear();
@@ -307,9 +314,9 @@ void Tracer::RecordInputs(CallState& c, absl::Span<const at::Tensor> inputs) {
   for (const at::Tensor& t : inputs) {
     if (!t.defined()) continue;
     TensorInfo info = Describe(t);
-    if (HasNonFinite(info.stats)) {
+    if (HasNonFinite(info)) {
       c.inputs_finite = false;
-      c.inputs_have_nan = c.inputs_have_nan || info.stats->nan_count > 0;
+      c.inputs_have_nan = c.inputs_have_nan || NanCount(info) > 0;
     }
     if (layer != kNoLayer) c.inputs.push_back(std::move(info));
   }
@@ -374,9 +381,9 @@ void Tracer::CloseCall(CallState& c, absl::Span<const at::Tensor> outputs, Clock
     for (const at::Tensor& t : outputs) {
       if (!t.defined()) continue;
       TensorInfo info = Describe(t);
-      if (HasNonFinite(info.stats)) {
+      if (HasNonFinite(info)) {
         outputs_finite = false;
-        outputs_have_nan = outputs_have_nan || info.stats->nan_count > 0;
+        outputs_have_nan = outputs_have_nan || NanCount(info) > 0;
       }
       sample.outputs.push_back(std::move(info));
       if (grad_output == nullptr && t.requires_grad() && t.grad_fn()) grad_output = &t;

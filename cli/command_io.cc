@@ -1,20 +1,27 @@
 #include "cli/command_io.h"
 
-#include <algorithm>
-#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/string_view.h"
+#include "cli/render.h"
+#include "trace/json.h"
 
 namespace tracetorch::cli {
+namespace {
+
+// "tracetorch: PREFIXMESSAGE" on stderr, line breaks in MESSAGE made spaces.
+void ErrorLine(const CliEnvironment& env, std::string_view prefix, std::string message) {
+  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
+  *env.err << "tracetorch: " << prefix << message << "\n";
+  env.err->flush();
+}
+
+}  // namespace
 
 int Fail(const CliEnvironment& env, std::string message) {
-  absl::StrReplaceAll({{"\r\n", " "}, {"\n", " "}, {"\r", " "}}, &message);
-  *env.err << "tracetorch: " << message << "\n";
-  env.err->flush();
+  ErrorLine(env, "", std::move(message));
   return kExitUsage;
 }
 
@@ -24,24 +31,18 @@ void PrintLine(std::string text, const CliEnvironment& env) {
   env.out->flush();
 }
 
-absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> ConnectToDaemon(
-    const std::string& address, absl::Duration deadline) {
-  absl::StatusOr<service_client::ServiceClientOptions> options =
-      service_client::ServiceClientOptionsFromEnv();
-  if (!options.ok()) return options.status();
-  options->deadline = std::max(options->deadline, deadline);
-  return service_client::TraceServiceClient::Create(address, *options);
+void Note(const CliEnvironment& env, std::string message) {
+  ErrorLine(env, "note: ", std::move(message));
 }
 
-std::string DescribeRemoteError(const absl::Status& status, std::string_view address) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-      return absl::StrCat("cannot reach tracetorchd at ", std::string(address), ": ",
-                          status.message(), " (is the daemon running? see --remote)");
-    default:
-      return std::string(status.message());
+int ReportDiff(const TraceDiff& diff, bool json, const Style& style, const CliEnvironment& env) {
+  if (json) {
+    PrintLine(DiffToJson(diff), env);
+  } else {
+    *env.out << RenderDiff(diff, style);
+    env.out->flush();
   }
+  return diff.has_regressions() ? kExitRegressions : kExitOk;
 }
 
 }  // namespace tracetorch::cli

@@ -27,20 +27,13 @@ TEST(PrintLine, EndsWithOneNewline) {
   EXPECT_EQ(out.str(), "a\nb\n\n");
 }
 
-TEST(DescribeRemoteError, UnreachableDaemonNamesTheAddress) {
-  EXPECT_EQ(
-      DescribeRemoteError(absl::UnavailableError("tracetorchd: connection refused"), "/r.sock"),
-      "cannot reach tracetorchd at /r.sock: tracetorchd: connection refused (is the daemon "
-      "running? see --remote)");
-  EXPECT_EQ(DescribeRemoteError(absl::DeadlineExceededError("slow"), "h:1"),
-            "cannot reach tracetorchd at h:1: slow (is the daemon running? see --remote)");
-  EXPECT_EQ(DescribeRemoteError(absl::NotFoundError("tracetorchd: unknown session 'x'"), "h:1"),
-            "tracetorchd: unknown session 'x'");
-}
-
-TEST(ConnectToDaemon, AnEmptyAddressIsInvalid) {
-  EXPECT_EQ(ConnectToDaemon("", absl::Seconds(5)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+TEST(Note, OneLineOnStderr) {
+  std::ostringstream out;
+  std::ostringstream err;
+  const CliEnvironment env{.out = &out, .err = &err, .wait = {}};
+  Note(env, "t.json: kept\nthis");
+  EXPECT_EQ(err.str(), "tracetorch: note: t.json: kept this\n");
+  EXPECT_EQ(out.str(), "");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,23 +14,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "cli/command_io.h"
+#include "cli/daemon_commands.h"
 #include "cli/filter.h"
-#include "cli/json_output.h"
-#include "cli/labels.h"
 #include "cli/live_view.h"
 #include "cli/ops_command.h"
-#include "cli/remote_diff.h"
-#include "cli/remote_watch.h"
 #include "cli/render.h"
 #include "cli/source.h"
 #include "cli/terminal.h"
 #include "cli/watch.h"
-#include "protocol/address.h"
-#include "protocol/record_proto.h"
-#include "service_client/service_client.h"
 #include "trace/anomaly.h"
 #include "trace/diff.h"
 #include "trace/json.h"
@@ -86,21 +80,64 @@ struct DiffArgs {
   bool json = false;
 };
 
-struct SessionsArgs {
-  std::string remote;
-  bool json = false;
+// `diff --remote [ADDR]`: an option with an optional value, on the `diff` subcommand.
+struct RemoteDiffArgs {
+  CLI::Option* remote = nullptr;
+  std::string address;
+
+  void AddTo(CLI::App* diff) {
+    remote = diff->add_option("--remote", address,
+                              "Diff on tracetorchd: operands may be session:ID, latest, "
+                              "baseline:NAME or a trace file (uploaded); ADDR is optional "
+                              "(default: as for 'sessions')")
+                 ->expected(0, 1)
+                 ->type_name("[ADDR]");
+  }
+  bool requested() const { return remote->count() > 0; }
 };
 
-struct SnapshotArgs {
-  std::string session;
-  std::string output;
-  std::string remote;
+struct BaselineArgs {
+  CLI::App* baseline = nullptr;
+  CLI::App* set = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* rm = nullptr;
+  BaselineRequest request;
+
+  void AddTo(CLI::App* app) {
+    baseline = app->add_subcommand(
+        "baseline",
+        "Named reference traces kept by tracetorchd, for 'diff --remote baseline:NAME'");
+    baseline->require_subcommand(1);
+    const std::string remote_help =
+        "The daemon's TraceService socket or HOST:PORT (default: as for 'sessions')";
+    set = baseline->add_subcommand(
+        "set", "Store (or replace) a baseline from a session, another baseline or a trace file");
+    set->add_option("name", request.name, "Baseline name: letters, digits, '.', '_', '-'")
+        ->required();
+    set->add_option("source", request.source,
+                    "session:ID, latest, baseline:NAME, a trace file, or a session id")
+        ->required();
+    set->add_option("--remote", request.remote, remote_help);
+    list = baseline->add_subcommand("list", "List the baselines");
+    list->add_flag("--json", request.json, "Print the baselines as JSON");
+    list->add_option("--remote", request.remote, remote_help);
+    rm = baseline->add_subcommand("rm", "Remove a baseline");
+    rm->add_option("name", request.name, "Baseline name")->required();
+    rm->add_option("--remote", request.remote, remote_help);
+  }
+  BaselineRequest Get() const {
+    BaselineRequest out = request;
+    out.action = set->parsed()  ? BaselineRequest::Action::kSet
+                 : rm->parsed() ? BaselineRequest::Action::kRemove
+                                : BaselineRequest::Action::kList;
+    return out;
+  }
 };
 
 struct WatchArgs {
   std::vector<std::string> targets;  // FILE; or with --remote: [ADDR] [SESSION].
   FilterArgs filter;
-  double interval_s = 1.0;
+  double interval_s = 0.5;
   CLI::Option* interval_option = nullptr;
   bool recompute = false;
   std::string remote;  // --remote's optional value (cli/remote_watch.h).
@@ -119,8 +156,15 @@ absl::Status Recompute(TraceRecord* record) {
 }
 
 // Loads `path`, re-running anomaly detection if asked. The error is a DescribeLoadError line.
-absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute) {
+// Warnings of a type this version does not know are kept, with a note saying so.
+absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute,
+                                 const CliEnvironment& env) {
   absl::StatusOr<TraceRecord> record = LoadTraceFile(path);
+  if (record.ok() && !recompute) {
+    if (std::string note = DescribeUnknownAnomalyTypes(*record); !note.empty()) {
+      Note(env, absl::StrCat(path, ": ", note));
+    }
+  }
   if (!record.ok() || !recompute) return record;
   if (absl::Status s = Recompute(&*record); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(path, ": anomaly detection failed: ", s.message()));
@@ -131,7 +175,7 @@ absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute) {
 int RunInspect(const InspectArgs& args, const Style& style, const CliEnvironment& env) {
   const LayerFilter filter = args.filter.Get();
   if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
-  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute);
+  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute, env);
   if (!record.ok()) return Fail(env, std::string(record.status().message()));
   if (args.json) {
     PrintLine(TraceToJson(ApplyFilter(*record, filter)), env);
@@ -143,7 +187,7 @@ int RunInspect(const InspectArgs& args, const Style& style, const CliEnvironment
 }
 
 int RunSummary(const SummaryArgs& args, const Style& style, const CliEnvironment& env) {
-  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute);
+  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute, env);
   if (!record.ok()) return Fail(env, std::string(record.status().message()));
   *env.out << RenderSummary(*record, style);
   env.out->flush();
@@ -157,47 +201,69 @@ int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env)
   if (absl::Status s = args.thresholds.Validate(); !s.ok()) {
     return Fail(env, std::string(s.message()));  // "invalid diff thresholds: ..."
   }
-  absl::StatusOr<TraceRecord> baseline = Load(args.baseline, /*recompute=*/false);
+  absl::StatusOr<TraceRecord> baseline = Load(args.baseline, /*recompute=*/false, env);
   if (!baseline.ok()) return Fail(env, std::string(baseline.status().message()));
-  absl::StatusOr<TraceRecord> current = Load(args.current, /*recompute=*/false);
+  absl::StatusOr<TraceRecord> current = Load(args.current, /*recompute=*/false, env);
   if (!current.ok()) return Fail(env, std::string(current.status().message()));
 
   return ReportDiff(DiffRecords(*baseline, *current, args.thresholds), args.json, style, env);
 }
 
-// `watch --remote [ADDR] [SESSION]` / `watch --job JOB` (cli/remote_watch.h).
-int RunWatchRemote(const WatchArgs& args, const LayerFilter& filter, const Style& style,
-                   const CliEnvironment& env) {
-  if (args.recompute) return Fail(env, "--recompute applies to a trace FILE, not to --remote");
-  if (!std::isfinite(args.connect_timeout_s) || args.connect_timeout_s < 0 ||
-      args.connect_timeout_s > 3600) {
-    return Fail(env, absl::StrCat("--connect-timeout must be a number of seconds in [0, 3600], "
-                                  "got ",
-                                  args.connect_timeout_s));
+// `diff --remote A B`: the option may have taken A as its address. Puts it back where it was
+// written.
+int RunDiffRemote(const DiffArgs& args, const RemoteDiffArgs& remote, CLI::App* diff,
+                  const Style& style, const CliEnvironment& env, const DaemonCommands* daemon) {
+  RemoteDiffRequest request{.address = remote.address,
+                            .baseline = args.baseline,
+                            .current = args.current,
+                            .thresholds = args.thresholds,
+                            .json = args.json};
+  if (request.current.empty()) {
+    if (request.address.empty() || request.baseline.empty()) {
+      return Fail(env,
+                  "diff --remote needs two operands: BASELINE CURRENT (see 'tracetorch diff "
+                  "--help')");
+    }
+    bool remote_first = false;
+    for (const CLI::Option* o : diff->parse_order()) {
+      if (o == remote.remote) {
+        remote_first = true;
+        break;
+      }
+      if (o->get_name() == "baseline") break;
+    }
+    if (remote_first) {
+      request.current = std::move(request.baseline);
+      request.baseline = std::move(request.address);
+    } else {
+      request.current = std::move(request.address);
+    }
+    request.address.clear();
   }
-  absl::StatusOr<RemoteWatchTarget> target = ResolveRemoteWatchTarget(RemoteWatchArgs{
+  if (daemon == nullptr) return kNeedsDaemonClient;
+  return daemon->Diff(request, style, env);
+}
+
+// `watch --remote [ADDR] [SESSION]` / `watch --job JOB`.
+int RunWatchRemote(const WatchArgs& args, const LayerFilter& filter, const Style& style,
+                   const CliEnvironment& env, const DaemonCommands* daemon) {
+  if (args.recompute) return Fail(env, "--recompute applies to a trace FILE, not to --remote");
+  if (daemon == nullptr) return kNeedsDaemonClient;
+  RemoteWatchRequest request{
       .remote_value = args.remote,
       .targets = args.targets,
       .job_id = args.job,
-      .default_address = protocol::DefaultServiceAddress(),
-  });
-  if (!target.ok()) return Fail(env, std::string(target.status().message()));
-  RemoteWatchOptions options;
-  options.interval = absl::Seconds(args.interval_option->count() > 0 ? args.interval_s : 0.5);
-  options.json = args.json;
-  options.redraw_in_place = env.stdout_is_tty && !args.json;
-  options.view.style = args.json ? Style::Plain() : style;
-  options.view.filter = filter;
-  options.terminal_size = [] { return QueryTerminalSize(STDOUT_FILENO); };
-  options.connect_timeout = absl::Seconds(args.connect_timeout_s);
-  // The signal mask first: the gRPC threads started next inherit it.
-  const Waiter wait = env.wait ? env.wait : MakeSignalWaiter();
-  absl::Status s = RunRemoteWatchCommand(*target, std::move(options), env.out, wait);
-  if (!s.ok()) return Fail(env, std::string(s.message()));
-  return kExitOk;
+      .interval_s =
+          args.interval_option->count() > 0 ? std::optional<double>(args.interval_s) : std::nullopt,
+      .json = args.json,
+      .connect_timeout_s = args.connect_timeout_s,
+      .filter = filter,
+  };
+  return daemon->Watch(request, style, env);
 }
 
-int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& env) {
+int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& env,
+             const DaemonCommands* daemon) {
   const LayerFilter filter = args.filter.Get();
   if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
   if (!std::isfinite(args.interval_s) || args.interval_s <= 0 || args.interval_s > 86400) {
@@ -205,7 +271,7 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
                                   args.interval_s));
   }
   if (args.remote_option->count() > 0 || !args.job.empty()) {
-    return RunWatchRemote(args, filter, style, env);
+    return RunWatchRemote(args, filter, style, env, daemon);
   }
   if (args.json) {
     return Fail(env, "--json needs --remote or --job (for a trace FILE use inspect --json)");
@@ -242,69 +308,6 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
   return kExitOk;
 }
 
-// ---- Remote (tracetorchd) -------------------------------------------------------------------
-
-// The daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
-std::string ServiceAddress(const std::string& remote) {
-  return remote.empty() ? protocol::DefaultServiceAddress() : remote;
-}
-
-std::string SessionsToText(const v1::ListSessionsResponse& list) {
-  if (list.sessions_size() == 0) return "no sessions\n";
-  std::string out = absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s\n", "SESSION", "STATE",
-                                    "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED");
-  for (const v1::SessionInfo& s : list.sessions()) {
-    const v1::ProcessIdentity& id = s.identity();
-    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n",
-                          Sanitize(s.session_id()), SessionStateName(s.state()), id.pid(),
-                          id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
-                          id.model_name().empty() ? std::string("-") : Sanitize(id.model_name()),
-                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events());
-  }
-  return out;
-}
-
-int RunSessions(const SessionsArgs& args, const CliEnvironment& env) {
-  const std::string address = ServiceAddress(args.remote);
-  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
-      ConnectToDaemon(address, absl::Seconds(5));
-  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
-  absl::StatusOr<v1::ListSessionsResponse> list = (*rpc)->ListSessions();
-  if (!list.ok()) return Fail(env, DescribeRemoteError(list.status(), address));
-  if (args.json) {
-    PrintLine(SessionsToJson(*list), env);
-  } else {
-    *env.out << SessionsToText(*list);
-    env.out->flush();
-  }
-  return kExitOk;
-}
-
-int RunSnapshot(const SnapshotArgs& args, const CliEnvironment& env) {
-  const std::string address = ServiceAddress(args.remote);
-  if (args.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
-  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
-      ConnectToDaemon(address, absl::Seconds(5));
-  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
-  absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(args.session);
-  if (!snapshot.ok()) {
-    if (snapshot.status().code() == absl::StatusCode::kNotFound) {
-      return Fail(env,
-                  absl::StrCat("unknown session '", args.session, "' (see 'tracetorch sessions')"));
-    }
-    return Fail(env, DescribeRemoteError(snapshot.status(), address));
-  }
-  const TraceRecord record = FromProto(snapshot->record());
-  if (args.output.empty()) {
-    PrintLine(TraceToJson(record), env);
-    return kExitOk;
-  }
-  if (absl::Status s = WriteTraceFile(args.output, record); !s.ok()) {
-    return Fail(env, absl::StrCat(args.output, ": ", s.message()));
-  }
-  return kExitOk;
-}
-
 }  // namespace
 
 Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color) {
@@ -313,7 +316,8 @@ Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color) {
   return stdout_is_tty && !no_color ? Style::Rich() : Style::Plain();
 }
 
-int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) {
+int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment& env,
+                         const DaemonCommands* daemon) {
   CLI::App app("tracetorch: a forensic trace console for PyTorch models.", "tracetorch");
   app.set_version_flag("--version", "tracetorch " TRACETORCH_VERSION);
   app.fallthrough();
@@ -346,9 +350,10 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
                    "Baseline trace file (JSON); with --remote also session:ID, latest, "
                    "baseline:NAME")
       ->required();
-  // Not required: `diff --remote A B` parses A as --remote's value (RemoteDiffCommand::Run).
+  // Not required: `diff --remote A B` parses A as --remote's value (RunDiffRemote).
   diff->add_option("current", diff_args.current, "Current trace file (JSON); as baseline");
-  RemoteDiffCommand remote_diff(diff);
+  RemoteDiffArgs remote_diff;
+  remote_diff.AddTo(diff);
   diff->add_option("--latency-threshold", diff_args.thresholds.latency,
                    "Relative change of mean latency to report (default 0.10 = 10%); with --remote "
                    "and per-step history on both sides, of the median and beyond the step noise");
@@ -365,9 +370,9 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
                          "job (--job), and redraw it as it changes");
   watch->add_option("target", watch_args.targets,
                     "Trace FILE (JSON; may not exist yet); with --remote: [ADDR] [SESSION|latest]");
-  watch_args.interval_option = watch->add_option(
-      "--interval", watch_args.interval_s,
-      "Seconds between checks (default 1); with --remote, between updates (default 0.5)");
+  watch_args.interval_option =
+      watch->add_option("--interval", watch_args.interval_s,
+                        "Seconds between checks; with --remote, between updates (default 0.5)");
   watch_args.remote_option =
       watch
           ->add_option("--remote", watch_args.remote,
@@ -384,10 +389,11 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
   watch->add_flag("--recompute", watch_args.recompute,
                   "Re-run anomaly detection instead of showing the stored anomalies");
 
-  BaselineCommand baseline_command(&app);
+  BaselineArgs baseline_args;
+  baseline_args.AddTo(&app);
   OpsCommand ops_command(&app);
 
-  SessionsArgs sessions_args;
+  SessionsRequest sessions_args;
   CLI::App* sessions =
       app.add_subcommand("sessions", "List the sessions tracetorchd knows (live and past)");
   sessions->add_option("--remote", sessions_args.remote,
@@ -395,7 +401,7 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
                        "the agents' socket, $TRACETORCH_DAEMON; or $TRACETORCH_DAEMON_RPC)");
   sessions->add_flag("--json", sessions_args.json, "Print the sessions as JSON");
 
-  SnapshotArgs snapshot_args;
+  SnapshotRequest snapshot_args;
   CLI::App* snapshot = app.add_subcommand(
       "snapshot", "Fetch a daemon session's trace as JSON (for inspect and diff)");
   snapshot->add_option("session", snapshot_args.session, "Session id, or 'latest'")->required();
@@ -426,16 +432,17 @@ int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) 
   if (inspect->parsed()) return RunInspect(inspect_args, style, env);
   if (summary->parsed()) return RunSummary(summary_args, style, env);
   if (diff->parsed()) {
-    return remote_diff.requested()
-               ? remote_diff.Run(diff_args.baseline, diff_args.current, diff_args.thresholds,
-                                 diff_args.json, style, env)
-               : RunDiff(diff_args, style, env);
+    return remote_diff.requested() ? RunDiffRemote(diff_args, remote_diff, diff, style, env, daemon)
+                                   : RunDiff(diff_args, style, env);
   }
-  if (baseline_command.parsed()) return baseline_command.Run(env);
   if (ops_command.parsed()) return ops_command.Run(style, env);
-  if (watch->parsed()) return RunWatch(watch_args, style, env);
-  if (sessions->parsed()) return RunSessions(sessions_args, env);
-  if (snapshot->parsed()) return RunSnapshot(snapshot_args, env);
+  if (watch->parsed()) return RunWatch(watch_args, style, env, daemon);
+  const bool for_daemon =
+      baseline_args.baseline->parsed() || sessions->parsed() || snapshot->parsed();
+  if (for_daemon && daemon == nullptr) return kNeedsDaemonClient;
+  if (baseline_args.baseline->parsed()) return daemon->Baseline(baseline_args.Get(), env);
+  if (sessions->parsed()) return daemon->Sessions(sessions_args, env);
+  if (snapshot->parsed()) return daemon->Snapshot(snapshot_args, env);
 
   *env.err << app.help();
   return kExitUsage;

@@ -35,6 +35,9 @@ struct LayerFilter {
   bool Matches(const LayerTrace& layer) const;
 };
 
+// What a view shows in place of the layers when the filter leaves none (tracetorch-ml's words).
+inline constexpr char kNoLayersMatched[] = "No layers matched the filter.";
+
 // Returns `record` with only the matching layers (in record order) and only the anomalies of those
 // layers. When the filter is empty the record is returned whole, including anomalies that name no
 // layer (such as a NaN origin at "<input>").

@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "cli/labels.h"
+#include "cli/session_labels.h"
 #include "protocol/record_proto.h"
 #include "trace/json.h"
 #include "trace/json_writer.h"

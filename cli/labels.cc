@@ -9,19 +9,6 @@
 
 namespace tracetorch::cli {
 
-std::string SessionStateName(v1::SessionState state) {
-  switch (state) {
-    case v1::SESSION_STATE_LIVE:
-      return "live";
-    case v1::SESSION_STATE_FINISHED:
-      return "finished";
-    case v1::SESSION_STATE_ABORTED:
-      return "aborted";
-    default:
-      return "unknown";
-  }
-}
-
 std::string FormatUnixTime(int64_t unix_ns) {
   if (unix_ns <= 0) return "-";
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixNanos(unix_ns), absl::UTCTimeZone());

@@ -1,6 +1,7 @@
-// Names, colours and marks that several `tracetorch` views share, so that a session state or an
+// Names, colours and marks that several `tracetorch` views share, so that a timestamp or an
 // anomaly severity reads the same in every command: `sessions`, `watch --remote` (text and JSON),
-// `inspect`, `summary` and `diff`.
+// `inspect`, `summary` and `diff`. No protobuf types: the daemon's session states are named by
+// session_labels.h.
 //
 // Thread-compatible; pure functions.
 #ifndef TRACETORCH_CLI_LABELS_H_
@@ -15,13 +16,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "cli/text.h"
 #include "trace/anomaly.h"
-#include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::cli {
-
-// "live", "finished" or "aborted"; "unknown" for anything else (SESSION_STATE_UNSPECIFIED, a state
-// added to the protocol after this build).
-std::string SessionStateName(v1::SessionState state);
 
 // A timestamp as listings print it, in UTC: "2026-01-01T12:00:00Z"; "-" when `unix_ns` <= 0
 // (unknown).

@@ -17,14 +17,6 @@ Anomaly On(std::string layer, AnomalySeverity severity) {
   return a;
 }
 
-TEST(SessionStateName, EveryStateAndAnUnknownOne) {
-  EXPECT_EQ(SessionStateName(v1::SESSION_STATE_LIVE), "live");
-  EXPECT_EQ(SessionStateName(v1::SESSION_STATE_FINISHED), "finished");
-  EXPECT_EQ(SessionStateName(v1::SESSION_STATE_ABORTED), "aborted");
-  EXPECT_EQ(SessionStateName(v1::SESSION_STATE_UNSPECIFIED), "unknown");
-  EXPECT_EQ(SessionStateName(static_cast<v1::SessionState>(42)), "unknown");  // A newer daemon's.
-}
-
 TEST(FormatUnixTime, UtcOrDash) {
   EXPECT_EQ(FormatUnixTime(0), "-");
   EXPECT_EQ(FormatUnixTime(-5), "-");

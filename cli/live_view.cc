@@ -329,7 +329,7 @@ std::string RenderLiveBody(const TraceRecord& record, const LayerHistoryMap* his
 
   if (view.layers.empty()) {
     absl::StrAppend(&out, Paint("Layers", Color::kBold, style), "\n",
-                    filtered ? "(no layers match the filter)\n" : "(no layers)\n");
+                    filtered ? absl::StrCat(kNoLayersMatched, "\n") : "(no layers)\n");
   } else {
     absl::StrAppend(&out, RenderLiveTree(view, history, options));
   }
@@ -471,8 +471,9 @@ std::string RenderJobFrame(const LiveJobFrame& frame, const LiveViewOptions& opt
     table.rows.push_back(std::move(cells));
   }
   if (rows.empty()) {
-    absl::StrAppend(&out, Paint("Layers", Color::kBold, style), "\n",
-                    options.filter.empty() ? "(no layers)\n" : "(no layers match the filter)\n");
+    absl::StrAppend(
+        &out, Paint("Layers", Color::kBold, style), "\n",
+        options.filter.empty() ? "(no layers)\n" : absl::StrCat(kNoLayersMatched, "\n"));
   } else {
     absl::StrAppend(&out, RenderTable(table, style));
   }

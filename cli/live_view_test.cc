@@ -191,7 +191,7 @@ TEST(RenderLiveBody, FiltersApply) {
   EXPECT_THAT(body, HasSubstr("fc (Linear)"));
   EXPECT_THAT(body, Not(HasSubstr("GELU")));
   options.filter.type = "Conv2d";
-  EXPECT_THAT(RenderLiveBody(record, nullptr, options), HasSubstr("(no layers match the filter)"));
+  EXPECT_THAT(RenderLiveBody(record, nullptr, options), HasSubstr("No layers matched the filter."));
 }
 
 TEST(RenderLiveFrame, StatusCountersAndWidth) {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "cli/commands.h"
+#include "cli/remote_commands.h"
 
 int main(int argc, char** argv) {
   const char* no_color = std::getenv("NO_COLOR");

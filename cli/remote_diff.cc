@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cli/command_io.h"
+#include "cli/daemon_connect.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/render.h"
@@ -126,157 +127,89 @@ std::string BaselinesToText(const v1::ListBaselinesResponse& list) {
 
 }  // namespace
 
-int ReportDiff(const TraceDiff& diff, bool json, const Style& style, const CliEnvironment& env) {
-  if (json) {
-    PrintLine(DiffToJson(diff), env);
-  } else {
-    *env.out << RenderDiff(diff, style);
-    env.out->flush();
-  }
-  return diff.has_regressions() ? kExitRegressions : kExitOk;
-}
-
 absl::StatusOr<v1::DiffOperand> ParseRemoteOperand(absl::string_view spelling) {
   absl::StatusOr<Operand> operand = ParseOperand(spelling);
   if (!operand.ok()) return operand.status();
   return std::move(operand->proto);
 }
 
-// ---- diff --remote
-// -------------------------------------------------------------------------------
+// ---- diff --remote ------------------------------------------------------------------------------
 
-RemoteDiffCommand::RemoteDiffCommand(CLI::App* diff) : diff_(diff) {
-  remote_ = diff->add_option(
-                    "--remote", address_,
-                    "Diff on tracetorchd: operands may be session:ID, latest, baseline:NAME or a "
-                    "trace file (uploaded); ADDR is optional (default: as for 'sessions')")
-                ->expected(0, 1)
-                ->type_name("[ADDR]");
-}
-
-bool RemoteDiffCommand::requested() const { return remote_->count() > 0; }
-
-int RemoteDiffCommand::Run(const std::string& baseline, const std::string& current,
-                           const DiffThresholds& thresholds, bool json, const Style& style,
-                           const CliEnvironment& env) const {
-  std::string address = address_;
-  std::string a = baseline;
-  std::string b = current;
-  if (b.empty()) {
-    // `--remote A B`: the option took A as its address. Put it back where it was written.
-    if (address.empty() || a.empty()) {
-      return Fail(env,
-                  "diff --remote needs two operands: BASELINE CURRENT (see 'tracetorch diff "
-                  "--help')");
-    }
-    bool remote_first = false;
-    for (const CLI::Option* o : diff_->parse_order()) {
-      if (o == remote_) {
-        remote_first = true;
-        break;
-      }
-      if (o->get_name() == "baseline") break;
-    }
-    if (remote_first) {
-      b = std::move(a);
-      a = std::move(address);
-    } else {
-      b = std::move(address);
-    }
-    address.clear();
+int RunRemoteDiff(const RemoteDiffRequest& request, const Style& style, const CliEnvironment& env) {
+  const std::string address =
+      request.address.empty() ? protocol::DefaultServiceAddress() : request.address;
+  if (absl::Status s = request.thresholds.Validate(); !s.ok()) {
+    return Fail(env, std::string(s.message()));
   }
-  if (address.empty()) address = protocol::DefaultServiceAddress();
-  if (absl::Status s = thresholds.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
-
-  absl::StatusOr<Operand> base_op = ParseOperand(a);
+  absl::StatusOr<Operand> base_op = ParseOperand(request.baseline);
   if (!base_op.ok()) return Fail(env, std::string(base_op.status().message()));
-  absl::StatusOr<Operand> cur_op = ParseOperand(b);
+  absl::StatusOr<Operand> cur_op = ParseOperand(request.current);
   if (!cur_op.ok()) return Fail(env, std::string(cur_op.status().message()));
 
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
       ConnectToDaemon(address, kUploadDeadline);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
-  v1::DiffRequest request;
-  *request.mutable_baseline() = base_op->proto;
-  *request.mutable_current() = cur_op->proto;
-  request.set_latency_threshold(thresholds.latency);
-  request.set_grad_norm_threshold(thresholds.grad_norm);
-  request.set_std_threshold(thresholds.std);
-  absl::StatusOr<v1::DiffResponse> response = (*rpc)->Diff(request);
+  v1::DiffRequest diff_request;
+  *diff_request.mutable_baseline() = base_op->proto;
+  *diff_request.mutable_current() = cur_op->proto;
+  diff_request.set_latency_threshold(request.thresholds.latency);
+  diff_request.set_grad_norm_threshold(request.thresholds.grad_norm);
+  diff_request.set_std_threshold(request.thresholds.std);
+  absl::StatusOr<v1::DiffResponse> response = (*rpc)->Diff(diff_request);
   if (!response.ok()) {
     return Fail(env, DescribeError(response.status(), address,
                                    {{"baseline", &*base_op}, {"current", &*cur_op}}));
   }
-  return ReportDiff(FromProto(response->diff()), json, style, env);
+  return ReportDiff(FromProto(response->diff()), request.json, style, env);
 }
 
 // ---- baseline set|list|rm ----------------------------------------------------------------------
 
-BaselineCommand::BaselineCommand(CLI::App* app) {
-  baseline_ = app->add_subcommand(
-      "baseline", "Named reference traces kept by tracetorchd, for 'diff --remote baseline:NAME'");
-  baseline_->require_subcommand(1);
-  const std::string remote_help =
-      "The daemon's TraceService socket or HOST:PORT (default: as for 'sessions')";
-
-  set_ = baseline_->add_subcommand(
-      "set", "Store (or replace) a baseline from a session, another baseline or a trace file");
-  set_->add_option("name", name_, "Baseline name: letters, digits, '.', '_', '-'")->required();
-  set_->add_option("source", source_,
-                   "session:ID, latest, baseline:NAME, a trace file, or a session id")
-      ->required();
-  set_->add_option("--remote", remote_, remote_help);
-
-  list_ = baseline_->add_subcommand("list", "List the baselines");
-  list_->add_flag("--json", json_, "Print the baselines as JSON");
-  list_->add_option("--remote", remote_, remote_help);
-
-  rm_ = baseline_->add_subcommand("rm", "Remove a baseline");
-  rm_->add_option("name", name_, "Baseline name")->required();
-  rm_->add_option("--remote", remote_, remote_help);
-}
-
-bool BaselineCommand::parsed() const { return baseline_->parsed(); }
-
-int BaselineCommand::Run(const CliEnvironment& env) const {
-  const std::string address = remote_.empty() ? protocol::DefaultServiceAddress() : remote_;
+int RunBaseline(const BaselineRequest& request, const CliEnvironment& env) {
+  using Action = BaselineRequest::Action;
+  const std::string address =
+      request.remote.empty() ? protocol::DefaultServiceAddress() : request.remote;
   absl::StatusOr<Operand> source;
-  if (set_->parsed()) {
-    source = ParseOperand(source_);
+  if (request.action == Action::kSet) {
+    source = ParseOperand(request.source);
     if (!source.ok()) return Fail(env, std::string(source.status().message()));
   }
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
       ConnectToDaemon(address, kUploadDeadline);
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
 
-  if (set_->parsed()) {
-    absl::StatusOr<v1::BaselineInfo> info = (*rpc)->SetBaseline(name_, source->proto);
-    if (!info.ok()) {
-      return Fail(env, DescribeError(info.status(), address, {{"source", &*source}}));
+  switch (request.action) {
+    case Action::kSet: {
+      absl::StatusOr<v1::BaselineInfo> info = (*rpc)->SetBaseline(request.name, source->proto);
+      if (!info.ok()) {
+        return Fail(env, DescribeError(info.status(), address, {{"source", &*source}}));
+      }
+      PrintLine(absl::StrCat("baseline '", Sanitize(info->name()), "' set from ",
+                             Sanitize(info->source()), ": ",
+                             info->model_name().empty() ? "-" : Sanitize(info->model_name()), ", ",
+                             info->layers(), info->layers() == 1 ? " layer" : " layers",
+                             info->has_history() ? ", with per-step history" : ", no history"),
+                env);
+      return kExitOk;
     }
-    PrintLine(
-        absl::StrCat("baseline '", Sanitize(info->name()), "' set from ", Sanitize(info->source()),
-                     ": ", info->model_name().empty() ? "-" : Sanitize(info->model_name()), ", ",
-                     info->layers(), info->layers() == 1 ? " layer" : " layers",
-                     info->has_history() ? ", with per-step history" : ", no history"),
-        env);
-    return kExitOk;
+    case Action::kList: {
+      absl::StatusOr<v1::ListBaselinesResponse> list = (*rpc)->ListBaselines();
+      if (!list.ok()) return Fail(env, DescribeError(list.status(), address, {}));
+      PrintLine(request.json ? BaselinesToJson(*list) : BaselinesToText(*list), env);
+      return kExitOk;
+    }
+    case Action::kRemove:
+      break;
   }
-  if (list_->parsed()) {
-    absl::StatusOr<v1::ListBaselinesResponse> list = (*rpc)->ListBaselines();
-    if (!list.ok()) return Fail(env, DescribeError(list.status(), address, {}));
-    PrintLine(json_ ? BaselinesToJson(*list) : BaselinesToText(*list), env);
-    return kExitOk;
-  }
-  absl::Status removed = (*rpc)->RemoveBaseline(name_);
+  absl::Status removed = (*rpc)->RemoveBaseline(request.name);
   if (!removed.ok()) {
     if (removed.code() == absl::StatusCode::kNotFound) {
-      return Fail(env,
-                  absl::StrCat("no baseline named '", name_, "' (see 'tracetorch baseline list')"));
+      return Fail(env, absl::StrCat("no baseline named '", request.name,
+                                    "' (see 'tracetorch baseline list')"));
     }
     return Fail(env, DescribeError(removed, address, {}));
   }
-  PrintLine(absl::StrCat("removed baseline '", name_, "'"), env);
+  PrintLine(absl::StrCat("removed baseline '", request.name, "'"), env);
   return kExitOk;
 }
 

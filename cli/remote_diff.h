@@ -22,71 +22,29 @@
 // document, 0 no regression, 1 a warning or critical entry, 2 an error in one line on stderr
 // (unknown session or baseline, unreadable file, unreachable daemon, bad threshold).
 //
-// Thread-compatible; used from RunTracetorch (commands.cc).
+// Thread-compatible; used by GrpcDaemonCommands (remote_commands.h).
 #ifndef TRACETORCH_CLI_REMOTE_DIFF_H_
 #define TRACETORCH_CLI_REMOTE_DIFF_H_
 
-#include <string>
-
-#include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "cli/commands.h"
+#include "cli/daemon_commands.h"
 #include "cli/text.h"
-#include "trace/diff.h"
 #include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::cli {
-
-// Prints `diff` as `tracetorch diff` does (RenderDiff, or DiffToJson with `json`) and returns
-// kExitRegressions when it has a warning or critical entry, else kExitOk. Shared by the local and
-// the remote diff.
-int ReportDiff(const TraceDiff& diff, bool json, const Style& style, const CliEnvironment& env);
 
 // Parses an operand (see above) into a DiffOperand, reading and parsing a trace file when it is
 // one. Errors: InvalidArgument for an empty operand or "session:" / "baseline:" without a name;
 // the file's load error (cli/source.h DescribeLoadError text) for an unreadable file.
 absl::StatusOr<v1::DiffOperand> ParseRemoteOperand(absl::string_view spelling);
 
-// `--remote [ADDR]` on the existing `diff` subcommand.
-class RemoteDiffCommand {
- public:
-  // Adds --remote to `diff`, whose positionals are named "baseline" and "current" (current not
-  // required: `diff --remote A B` leaves it empty).
-  explicit RemoteDiffCommand(CLI::App* diff);
-
-  // --remote was given.
-  bool requested() const;
-
-  // Runs the remote diff of the positionals `baseline` and `current` as parsed (re-assigned when
-  // --remote took one of them as its address).
-  int Run(const std::string& baseline, const std::string& current, const DiffThresholds& thresholds,
-          bool json, const Style& style, const CliEnvironment& env) const;
-
- private:
-  CLI::App* const diff_;
-  CLI::Option* remote_ = nullptr;
-  std::string address_;
-};
+// `diff --remote`: the daemon's diff of the two operands, printed as the local diff prints it.
+int RunRemoteDiff(const RemoteDiffRequest& request, const Style& style, const CliEnvironment& env);
 
 // `baseline set|list|rm`.
-class BaselineCommand {
- public:
-  explicit BaselineCommand(CLI::App* app);
-
-  bool parsed() const;
-  int Run(const CliEnvironment& env) const;
-
- private:
-  CLI::App* baseline_ = nullptr;
-  CLI::App* set_ = nullptr;
-  CLI::App* list_ = nullptr;
-  CLI::App* rm_ = nullptr;
-  std::string name_;
-  std::string source_;
-  std::string remote_;
-  bool json_ = false;
-};
+int RunBaseline(const BaselineRequest& request, const CliEnvironment& env);
 
 }  // namespace tracetorch::cli
 

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
+#include "cli/session_labels.h"
 #include "guest/backoff.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"

@@ -188,8 +188,8 @@ std::string RenderInspect(const TraceRecord& record, const LayerFilter& filter,
                         RenderAnomalies(record.warnings, style));
   }
   const TraceRecord shown = ApplyFilter(record, filter);
-  std::string tree = shown.layers.empty() ? absl::StrCat(Paint("Layers", Color::kBold, style),
-                                                         "\n(no layers match the filter)\n")
+  std::string tree = shown.layers.empty() ? absl::StrCat(Paint("Layers", Color::kBold, style), "\n",
+                                                         kNoLayersMatched, "\n")
                                           : RenderLayerTree(shown, style);
   return absl::StrCat(RenderModelPanel(record, style, shown.layers.size()), "\n", tree, "\n",
                       RenderAnomalies(shown.warnings, style));

@@ -241,7 +241,7 @@ TEST(RenderInspect, FilterLimitsTreeAndAnomalies) {
 
 TEST(RenderInspect, NothingMatches) {
   const std::string text = RenderInspect(TrainNet(), LayerFilter{.type = "Conv2d"}, Style::Plain());
-  EXPECT_THAT(text, HasSubstr("Layers\n(no layers match the filter)\n"));
+  EXPECT_THAT(text, HasSubstr("Layers\nNo layers matched the filter.\n"));
 }
 
 TEST(RenderInspect, WholeRecordPlainHasNoEscapeCodes) {

@@ -15,6 +15,14 @@
 #include "trace/json.h"
 
 namespace tracetorch::cli {
+namespace {
+
+// tracetorch-ml's words, which its users know.
+std::string WaitingFor(const std::string& path) {
+  return absl::StrCat("Waiting for ", path, " to appear... (Ctrl+C to exit)");
+}
+
+}  // namespace
 
 std::string DescribeLoadError(const std::string& path, const absl::Status& status) {
   std::string what;
@@ -58,7 +66,7 @@ SourcePoll FileTraceSource::Poll() {
     loaded_.reset();  // Whatever appears next is new.
     if (error == ENOENT || error == ENOTDIR) {
       poll.state = SourcePoll::State::kMissing;
-      poll.message = absl::StrCat("waiting for ", path_, "...");
+      poll.message = WaitingFor(path_);
     } else {
       poll.state = SourcePoll::State::kInvalid;
       poll.message = absl::StrCat(path_, ": ", std::strerror(error));
@@ -80,7 +88,7 @@ SourcePoll FileTraceSource::Poll() {
                      ? SourcePoll::State::kMissing
                      : SourcePoll::State::kInvalid;
     poll.message = poll.state == SourcePoll::State::kMissing
-                       ? absl::StrCat("waiting for ", path_, "...")
+                       ? WaitingFor(path_)
                        : std::string(record.status().message());
     return poll;
   }

@@ -96,7 +96,7 @@ TEST(FileTraceSource, WaitsForMissingFileThenLoadsIt) {
   FileTraceSource source(path);
   SourcePoll poll = source.Poll();
   EXPECT_EQ(poll.state, SourcePoll::State::kMissing);
-  EXPECT_EQ(poll.message, "waiting for " + path + "...");
+  EXPECT_EQ(poll.message, "Waiting for " + path + " to appear... (Ctrl+C to exit)");
 
   WriteFile(path, Fixture("example_trace.json"));
   poll = source.Poll();

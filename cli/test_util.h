@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "cli/commands.h"
+#include "cli/remote_commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -49,8 +49,11 @@ void Watcher::Run(const Waiter& wait) {
   while (true) {
     Tick();
     if (out_->fail()) return;
-    if (!wait(options_.interval)) return;
+    if (!wait(options_.interval)) break;
   }
+  // As tracetorch-ml says it when Ctrl+C ends a watch.
+  *out_ << "\n" << Paint("Stopped watching.", Color::kDim, options_.style) << "\n";
+  out_->flush();
 }
 
 std::string Watcher::Header() const {

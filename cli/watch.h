@@ -3,7 +3,8 @@
 //
 //  - Redraw in place (a terminal): each frame clears the screen first.
 //  - Append (a pipe): frames follow each other, separated by a blank line.
-// Until a first version loads, the watcher shows what it waits for ("waiting for FILE...") or why
+// Until a first version loads, the watcher shows what it waits for ("Waiting for FILE to
+// appear... (Ctrl+C to exit)", as tracetorch-ml says it) or why
 // the source is unusable. After that, a missing or invalid source keeps the last good frame and
 // adds a one-line notice; a new good version replaces both. A version that renders exactly like the
 // frame on screen is not written again.
@@ -48,8 +49,8 @@ class Watcher {
   // Polls the source once and writes whatever changed, then flushes.
   void Tick();
 
-  // Tick(), then wait(interval), repeatedly, until `wait` returns false or writing to `out` fails
-  // (a closed pipe).
+  // Tick(), then wait(interval), repeatedly, until `wait` returns false (then it writes "Stopped
+  // watching.") or writing to `out` fails (a closed pipe).
   void Run(const Waiter& wait);
 
   // Frames written so far, counting notices and waiting messages.

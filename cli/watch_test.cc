@@ -129,6 +129,8 @@ TEST(Watcher, RunStopsWhenTheWaiterSaysSo) {
   EXPECT_EQ(waits, 2);
   EXPECT_THAT(out.str(), HasSubstr("model=B"));
   EXPECT_THAT(out.str(), Not(HasSubstr("model=C")));
+  // tracetorch-ml's last words, once, at the end.
+  EXPECT_THAT(out.str(), testing::EndsWith("model=B\n\nStopped watching.\n"));
 }
 
 TEST(Watcher, RunStopsWhenOutputFails) {

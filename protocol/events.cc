@@ -92,6 +92,13 @@ WireTensor ToWireTensor(const TensorInfo& tensor) {
   out.dtype = DtypeCode(tensor.dtype);
   out.device = DeviceCode(tensor.device);
   out.stats = tensor.stats;
+  if (!out.stats && tensor.nonfinite) {
+    // The wire has one place for counts: statistics without moments (the daemon's records keep
+    // them so).
+    out.stats.emplace();
+    out.stats->nan_count = tensor.nonfinite->nan_count;
+    out.stats->inf_count = tensor.nonfinite->inf_count;
+  }
   return out;
 }
 

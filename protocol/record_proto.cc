@@ -22,6 +22,10 @@ void TensorToProto(const TensorInfo& t, v1::TensorInfo* out) {
   out->set_dtype(t.dtype);
   out->set_device(t.device);
   if (t.stats) StatsToProto(*t.stats, out->mutable_stats());
+  if (t.nonfinite) {
+    out->mutable_nonfinite()->set_nan_count(t.nonfinite->nan_count);
+    out->mutable_nonfinite()->set_inf_count(t.nonfinite->inf_count);
+  }
 }
 
 TensorInfo TensorFromProto(const v1::TensorInfo& t) {
@@ -30,6 +34,10 @@ TensorInfo TensorFromProto(const v1::TensorInfo& t) {
   out.dtype = t.dtype();
   out.device = t.device();
   if (t.has_stats()) out.stats = FromProto(t.stats());
+  if (t.has_nonfinite()) {
+    out.nonfinite = NonFiniteCounts{.nan_count = t.nonfinite().nan_count(),
+                                    .inf_count = t.nonfinite().inf_count()};
+  }
   return out;
 }
 
@@ -212,7 +220,12 @@ LayerTrace FromProto(const v1::LayerTrace& l) {
 }
 
 void ToProto(const Anomaly& a, v1::Anomaly* out) {
-  out->set_type(static_cast<v1::AnomalyType>(static_cast<int>(a.type) + 1));
+  if (a.type == AnomalyType::kUnknown) {
+    out->set_type(v1::ANOMALY_TYPE_UNSPECIFIED);
+    out->set_unknown_type(a.unknown_type);
+  } else {
+    out->set_type(static_cast<v1::AnomalyType>(static_cast<int>(a.type) + 1));
+  }
   out->set_severity(SeverityToProto(a.severity));
   out->set_layer(a.layer);
   out->set_message(a.message);
@@ -226,9 +239,13 @@ void ToProto(const Anomaly& a, v1::Anomaly* out) {
 Anomaly FromProto(const v1::Anomaly& a) {
   Anomaly out;
   const int type = static_cast<int>(a.type()) - 1;
-  out.type = type >= 0 && type <= static_cast<int>(AnomalyType::kRankDivergence)
-                 ? static_cast<AnomalyType>(type)
-                 : AnomalyType::kNanActivation;
+  if (type >= 0 && type <= static_cast<int>(AnomalyType::kRankDivergence)) {
+    out.type = static_cast<AnomalyType>(type);
+  } else {
+    // A type the sender did not know (its spelling travels beside it), or a newer enum value.
+    out.type = AnomalyType::kUnknown;
+    out.unknown_type = a.unknown_type();
+  }
   out.severity = SeverityFromProto(a.severity());
   out.layer = a.layer();
   out.message = a.message();

@@ -58,6 +58,23 @@ TEST(RecordProto, RoundTripIsLossless) {
   EXPECT_EQ(FromProto(p), r);
 }
 
+TEST(RecordProto, KeepsUnknownAnomalyTypesAndCountsWithoutStatistics) {
+  TraceRecord r = Sample();
+  r.layers[0].outputs[0].nonfinite = NonFiniteCounts{.nan_count = 4, .inf_count = 1};
+  Anomaly a;
+  a.type = AnomalyType::kUnknown;
+  a.unknown_type = "test";
+  a.severity = AnomalySeverity::kInfo;
+  a.layer = "x";
+  r.warnings.push_back(a);
+  v1::TraceRecord p;
+  ToProto(r, &p);
+  EXPECT_EQ(p.warnings(1).type(), v1::ANOMALY_TYPE_UNSPECIFIED);
+  EXPECT_EQ(p.warnings(1).unknown_type(), "test");
+  EXPECT_EQ(p.layers(0).outputs(0).nonfinite().nan_count(), 4);
+  EXPECT_EQ(FromProto(p), r);
+}
+
 TEST(RecordProto, SurvivesSerialization) {
   const TraceRecord r = Sample();
   v1::TraceRecord p;

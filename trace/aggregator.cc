@@ -27,9 +27,9 @@ void FoldLatency(std::optional<double> sample, std::optional<double>* latest,
   *mean = *sum / static_cast<double>(*samples);
 }
 
-bool AnyOutputHas(const std::vector<TensorInfo>& outputs, int64_t TensorStats::*count) {
+bool AnyOutputHas(const std::vector<TensorInfo>& outputs, int64_t (*count)(const TensorInfo&)) {
   for (const TensorInfo& t : outputs) {
-    if (t.stats.has_value() && (*t.stats).*count > 0) return true;
+    if (count(t) > 0) return true;
   }
   return false;
 }
@@ -45,6 +45,18 @@ LayerTrace FreshTrace(const LayerTrace& declared) {
 }
 
 }  // namespace
+
+void RecordForwardLatency(double latency_ms, LayerTrace* l) {
+  double sum = l->latency_ms_mean.value_or(0.0) * static_cast<double>(l->forward_count);
+  FoldLatency(latency_ms, &l->latency_ms, &l->latency_ms_min, &l->latency_ms_max,
+              &l->latency_ms_mean, &sum, &l->forward_count);
+}
+
+void RecordBackwardLatency(double latency_ms, LayerTrace* l) {
+  double sum = l->bwd_latency_ms_mean.value_or(0.0) * static_cast<double>(l->backward_count);
+  FoldLatency(latency_ms, &l->bwd_latency_ms, &l->bwd_latency_ms_min, &l->bwd_latency_ms_max,
+              &l->bwd_latency_ms_mean, &sum, &l->backward_count);
+}
 
 TraceAggregator::TraceAggregator(TraceMetadata metadata) : metadata_(std::move(metadata)) {}
 
@@ -120,8 +132,8 @@ absl::Status TraceAggregator::AddForwardLocked(LayerId id, ForwardSample sample)
     if (sample.outputs_had_nan) t.has_nan = true;
     if (sample.outputs_had_inf) t.has_inf = true;
   } else {
-    if (AnyOutputHas(sample.outputs, &TensorStats::nan_count)) t.has_nan = true;
-    if (AnyOutputHas(sample.outputs, &TensorStats::inf_count)) t.has_inf = true;
+    if (AnyOutputHas(sample.outputs, &NanCount)) t.has_nan = true;
+    if (AnyOutputHas(sample.outputs, &InfCount)) t.has_inf = true;
     t.inputs = std::move(sample.inputs);
     t.outputs = std::move(sample.outputs);
   }

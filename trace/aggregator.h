@@ -73,6 +73,13 @@ struct BackwardSample {
   std::optional<int64_t> mem_reserved_delta;
 };
 
+// Fold one latency into a lone layer's latest/min/max/mean and its count (forward_count,
+// backward_count), as TraceAggregator does, taking the layer's mean as over all its counted calls:
+// the library's LayerTrace.record_latency / record_backward_latency, for code that builds layers
+// itself.
+void RecordForwardLatency(double latency_ms, LayerTrace* layer);
+void RecordBackwardLatency(double latency_ms, LayerTrace* layer);
+
 class TraceAggregator {
  public:
   using LayerId = int32_t;

@@ -196,6 +196,38 @@ TEST(TraceAggregator, NanAndInfFlagsAreSticky) {
   EXPECT_EQ(l.outputs[0].stats->nan_count, 0);  // Latest tensors, sticky flags.
 }
 
+// capture_stats=False: no statistics, only the counts; the flags come from them all the same.
+TEST(TraceAggregator, CountsWithoutStatisticsSetTheFlags) {
+  TraceAggregator agg;
+  const auto id = MustDeclare(agg, Info("fc"));
+  TensorInfo counted;
+  counted.shape = {2};
+  counted.dtype = "torch.float32";
+  counted.device = "cpu";
+  counted.nonfinite = NonFiniteCounts{.nan_count = 0, .inf_count = 2};
+  ASSERT_TRUE(agg.AddForward(id, Forward(1, counted)).ok());
+  const LayerTrace l = agg.Snapshot().layers[0];
+  EXPECT_FALSE(l.has_nan);
+  EXPECT_TRUE(l.has_inf);
+  EXPECT_FALSE(l.outputs[0].stats.has_value());
+}
+
+TEST(RecordLatency, FoldsIntoALoneLayer) {
+  LayerTrace l;
+  RecordForwardLatency(2.0, &l);
+  RecordForwardLatency(4.0, &l);
+  RecordForwardLatency(0.0, &l);
+  EXPECT_EQ(l.forward_count, 3);
+  EXPECT_EQ(l.latency_ms, 0.0);
+  EXPECT_EQ(l.latency_ms_min, 0.0);
+  EXPECT_EQ(l.latency_ms_max, 4.0);
+  EXPECT_DOUBLE_EQ(*l.latency_ms_mean, 2.0);
+  RecordBackwardLatency(1.5, &l);
+  EXPECT_EQ(l.backward_count, 1);
+  EXPECT_EQ(l.bwd_latency_ms_mean, 1.5);
+  EXPECT_EQ(l.forward_count, 3);
+}
+
 TEST(TraceAggregator, OmittedTensorsKeepTheLatestAndStillCarryFlags) {
   TraceAggregator agg;
   const auto id = MustDeclare(agg, Info("fc"));

@@ -30,11 +30,9 @@ std::optional<double> FirstStd(const std::vector<TensorInfo>& tensors) {
   return tensors.front().stats->std;
 }
 
-int64_t SumOutputs(const LayerTrace& layer, int64_t TensorStats::*count) {
+int64_t SumOutputs(const LayerTrace& layer, int64_t (*count)(const TensorInfo&)) {
   int64_t total = 0;
-  for (const TensorInfo& t : layer.outputs) {
-    if (t.stats.has_value()) total += (*t.stats).*count;
-  }
+  for (const TensorInfo& t : layer.outputs) total += count(t);
   return total;
 }
 
@@ -42,7 +40,7 @@ int64_t SumOutputs(const LayerTrace& layer, int64_t TensorStats::*count) {
 // finite (the flag is sticky and may come from an earlier call).
 Anomaly NonFiniteActivation(const LayerTrace& layer, AnomalyType type) {
   const bool nan = type == AnomalyType::kNanActivation;
-  const int64_t count = SumOutputs(layer, nan ? &TensorStats::nan_count : &TensorStats::inf_count);
+  const int64_t count = SumOutputs(layer, nan ? &NanCount : &InfCount);
   Anomaly a;
   a.type = type;
   a.severity = AnomalySeverity::kCritical;

@@ -180,7 +180,7 @@ TraceRecord RecordWithLayers(int n, const std::string& model) {
     l.type = "Linear";
     l.depth = 3;
     l.latency_ms = 0.25 * i;
-    l.forward_count = i;
+    l.forward_count = i + 1;
     l.outputs.push_back(
         TensorInfo{{16, 64}, "torch.float32", "cpu", TensorStats{0.5, 1.0, -1, 1, 0, 0}});
     r.layers.push_back(std::move(l));

@@ -208,11 +208,14 @@ void CompareLayer(const LayerTrace& b, const LayerTrace& c, const DiffThresholds
                 "Output std");
 }
 
-using AnomalyKey = std::pair<std::string, AnomalyType>;
+// (layer, type spelling): a type this version does not know matches the same spelling only.
+using AnomalyKey = std::pair<std::string, std::string>;
+
+AnomalyKey KeyOf(const Anomaly& a) { return AnomalyKey(a.layer, std::string(TypeName(a))); }
 
 absl::flat_hash_set<AnomalyKey> AnomalyKeys(const std::vector<Anomaly>& anomalies) {
   absl::flat_hash_set<AnomalyKey> keys;
-  for (const Anomaly& a : anomalies) keys.emplace(a.layer, a.type);
+  for (const Anomaly& a : anomalies) keys.insert(KeyOf(a));
   return keys;
 }
 
@@ -332,20 +335,20 @@ TraceDiff DiffRecords(const TraceRecord& baseline, const LatencySamples& baselin
   const absl::flat_hash_set<AnomalyKey> base_keys = AnomalyKeys(baseline.warnings);
   const absl::flat_hash_set<AnomalyKey> cur_keys = AnomalyKeys(current.warnings);
   for (const Anomaly& a : current.warnings) {
-    if (base_keys.contains(AnomalyKey(a.layer, a.type))) continue;
+    if (base_keys.contains(KeyOf(a))) continue;
     const DiffSeverity severity =
         a.severity == AnomalySeverity::kCritical ? DiffSeverity::kCritical : DiffSeverity::kWarning;
     DiffEntry e =
         Entry(severity, DiffKind::kNewAnomaly, a.layer, absl::StrCat("New anomaly: ", a.message));
-    e.details.emplace_back("type", std::string(ToString(a.type)));
+    e.details.emplace_back("type", std::string(TypeName(a)));
     e.details.emplace_back("severity", std::string(ToString(a.severity)));
     out.push_back(std::move(e));
   }
   for (const Anomaly& a : baseline.warnings) {
-    if (cur_keys.contains(AnomalyKey(a.layer, a.type))) continue;
+    if (cur_keys.contains(KeyOf(a))) continue;
     DiffEntry e = Entry(DiffSeverity::kInfo, DiffKind::kResolvedAnomaly, a.layer,
                         absl::StrCat("Resolved anomaly: ", a.message));
-    e.details.emplace_back("type", std::string(ToString(a.type)));
+    e.details.emplace_back("type", std::string(TypeName(a)));
     out.push_back(std::move(e));
   }
   return diff;

@@ -294,6 +294,27 @@ TEST(DiffRecords, AnomaliesMatchByLayerAndType) {
   EXPECT_THAT(diff.entries[1].message, HasSubstr("Dead layer"));
 }
 
+// A warning of a type this version does not know (read from another tool's file) matches the
+// same spelling on the same layer, and its entry names that spelling.
+TEST(DiffRecords, UnknownAnomalyTypesMatchBySpelling) {
+  const auto unknown = [](std::string layer, std::string type) {
+    Anomaly a = MakeAnomaly(std::move(layer), AnomalyType::kUnknown, AnomalySeverity::kWarning,
+                            "from elsewhere");
+    a.unknown_type = std::move(type);
+    return a;
+  };
+  const TraceRecord base = Record({Layer("h")}, {unknown("h", "drift"), unknown("h", "gone")});
+  const TraceRecord cur = Record({Layer("h")}, {unknown("h", "drift"), unknown("h", "test")});
+  const TraceDiff diff = DiffRecords(base, cur);
+  ASSERT_THAT(Kinds(diff), ElementsAre(DiffKind::kNewAnomaly, DiffKind::kResolvedAnomaly));
+  const DetailValue* added = FindDetail(diff.entries[0].details, "type");
+  ASSERT_NE(added, nullptr);
+  EXPECT_EQ(std::get<std::string>(*added), "test");
+  const DetailValue* resolved = FindDetail(diff.entries[1].details, "type");
+  ASSERT_NE(resolved, nullptr);
+  EXPECT_EQ(std::get<std::string>(*resolved), "gone");
+}
+
 TEST(DiffRecords, OrderIsDeterministic) {
   LayerTrace b1 = Layer("b1", 1.0, 1.0, 1.0);
   LayerTrace c1 = Layer("b1", 2.0, 2.0, 2.0);

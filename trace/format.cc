@@ -57,7 +57,8 @@ std::string FormatBytes(int64_t bytes) {
     scaled /= 1024.0;
     ++unit;
   }
-  return absl::StrFormat("%s%.1f%s", bytes < 0 ? "-" : "", scaled, kUnits[unit]);
+  // As tracetorch-ml: one decimal for KiB, two from MiB up.
+  return absl::StrFormat("%s%.*f%s", bytes < 0 ? "-" : "", unit == 0 ? 1 : 2, scaled, kUnits[unit]);
 }
 
 std::string FormatPercent(double relative) {

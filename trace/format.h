@@ -16,7 +16,7 @@ std::string FormatCount(int64_t n);
 std::string FormatMs(double ms);
 // {16, 64} -> "[16, 64]"; {} -> "[]".
 std::string FormatShape(const std::vector<int64_t>& shape);
-// Bytes: 512 -> "512B", 2048 -> "2.0KiB", signed ("-1.5MiB").
+// Bytes, as tracetorch-ml: 512 -> "512B", 2048 -> "2.0KiB", signed ("-1.50MiB"), "3.00GiB".
 std::string FormatBytes(int64_t bytes);
 // A relative change as a signed percentage: 0.3444 -> "+34.4%", -0.772 -> "-77.2%".
 std::string FormatPercent(double relative);

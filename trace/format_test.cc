@@ -59,9 +59,9 @@ TEST(FormatBytes, BinaryUnits) {
   EXPECT_EQ(FormatBytes(-512), "-512B");
   EXPECT_EQ(FormatBytes(1023), "1023B");
   EXPECT_EQ(FormatBytes(2048), "2.0KiB");
-  EXPECT_EQ(FormatBytes(-1572864), "-1.5MiB");
-  EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.0GiB");
-  EXPECT_EQ(FormatBytes(std::numeric_limits<int64_t>::min()), "-8.0EiB");
+  EXPECT_EQ(FormatBytes(-1572864), "-1.50MiB");
+  EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.00GiB");
+  EXPECT_EQ(FormatBytes(std::numeric_limits<int64_t>::min()), "-8.00EiB");
 }
 
 TEST(FormatPercent, Signed) {

@@ -4,16 +4,22 @@
 //  - accepts the non-standard number tokens `NaN`, `Infinity` and `-Infinity` that Python's json
 //    module writes;
 //  - accepts files from older versions that lack the aggregation fields: `full_name` defaults to
-//    `name`, `depth`/`params` to 0, `forward_count` to 1 when a latency is present (else 0), and
-//    likewise `backward_count` from `bwd_latency_ms`; missing min/max/mean latencies default to the
-//    latest latency;
-//  - keeps unknown metadata keys (TraceMetadata::extra) and ignores unknown layer keys.
+//    `name`, `depth`/`params` to 0, `forward_count` to 1 when a non-zero latency is present (else
+//    0), and likewise `backward_count` from `bwd_latency_ms`; missing min/max/mean latencies
+//    default to the latest latency;
+//  - reads the library's `latency_ms` / `bwd_latency_ms` of 0.0 on a layer with no forward (no
+//    backward) as not measured;
+//  - keeps unknown metadata keys (TraceMetadata::extra) and ignores unknown layer keys;
+//  - keeps a warning whose type it does not know, as AnomalyType::kUnknown with its spelling
+//    (DescribeUnknownAnomalyTypes() says so for the user).
 // Errors are InvalidArgument with a message a person can act on: for malformed JSON it names the
 // line and column ("line 3, column 17: ..."); for a well-formed document of the wrong shape it
 // names the field ("layers[2].outputs[0].shape: expected an array of integers").
 //
-// Writing is strict RFC 8259: a non-finite double becomes `null`. Output is deterministic (fixed
-// key order, shortest round-trip doubles), so identical records give identical bytes.
+// Writing is strict RFC 8259: a non-finite double becomes `null`. As the library does, the latest
+// latency of a layer that never ran a forward (a backward) is written 0.0, not null, so that its
+// tools can read our files. Output is deterministic (fixed key order, shortest round-trip
+// doubles), so identical records give identical bytes.
 //
 // All functions are thread-compatible: they share no state. (Each thread that reads keeps one
 // simdjson parser, with its buffers, for reuse; documents over 64 MiB get a parser of their own.)

@@ -97,10 +97,11 @@ enum TensorField {
   kMax,
   kNanCount,
   kInfCount,
+  kNonFinite,  // Ours: the counts of a tensor without statistics (TensorInfo::nonfinite).
   kNumTensorFields,
 };
 inline constexpr std::string_view kTensorFields[kNumTensorFields] = {
-    "shape", "dtype", "device", "mean", "std", "min", "max", "nan_count", "inf_count",
+    "shape", "dtype", "device", "mean", "std", "min", "max", "nan_count", "inf_count", "nonfinite",
 };
 
 // The modelled keys of the metadata object, in writing order. Others are kept as

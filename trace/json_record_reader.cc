@@ -147,7 +147,7 @@ class Reader {
       out->reset();
       return absl::OkStatus();
     }
-    int64_t v;
+    int64_t v = 0;  // Set by ReadInt on success; initialised for GCC -O3 (-Wmaybe-uninitialized).
     if (auto s = ReadInt(e, path, &v); !s.ok())
       return ShapeError(path, "expected an integer or null");
     *out = v;
@@ -455,11 +455,17 @@ class Reader {
     if (!has(kType)) return ShapeError(Path{&path, kLayerFields[kType]}, "missing");
     // Defaults for files written before the aggregation fields existed.
     if (!has(kFullName)) l->full_name = l->name;
-    if (!has(kForwardCount)) l->forward_count = l->latency_ms ? 1 : 0;
+    // A zero latency without a call is the library's "never ran" (json_record_writer.cc).
+    const auto ran = [](const std::optional<double>& latency) {
+      return latency.has_value() && *latency != 0.0;
+    };
+    if (!has(kForwardCount)) l->forward_count = ran(l->latency_ms) ? 1 : 0;
+    if (l->forward_count == 0 && l->latency_ms == 0.0) l->latency_ms.reset();
+    if (!has(kBackwardCount)) l->backward_count = ran(l->bwd_latency_ms) ? 1 : 0;
+    if (l->backward_count == 0 && l->bwd_latency_ms == 0.0) l->bwd_latency_ms.reset();
     if (!has(kLatencyMin)) l->latency_ms_min = l->latency_ms;
     if (!has(kLatencyMax)) l->latency_ms_max = l->latency_ms;
     if (!has(kLatencyMean)) l->latency_ms_mean = l->latency_ms;
-    if (!has(kBackwardCount)) l->backward_count = l->bwd_latency_ms ? 1 : 0;
     if (!has(kBwdLatencyMin)) l->bwd_latency_ms_min = l->bwd_latency_ms;
     if (!has(kBwdLatencyMax)) l->bwd_latency_ms_max = l->bwd_latency_ms;
     if (!has(kBwdLatencyMean)) l->bwd_latency_ms_mean = l->bwd_latency_ms;
@@ -477,6 +483,7 @@ class Reader {
     bool have_shape = false;
     TensorStats stats;
     bool have_stats = false;
+    std::optional<NonFiniteCounts> nonfinite;
     int guess = 0;
     for (const auto field : obj) {
       const int id = FindField(kTensorFields, field.key, guess);
@@ -532,13 +539,40 @@ class Reader {
           have_stats = true;
           s = ReadInt(v, sub, &stats.inf_count);
           break;
+        case kNonFinite:
+          s = ReadNonFinite(v, sub, &nonfinite);
+          break;
         case kNumTensorFields:
           break;
       }
       if (!s.ok()) return s;
     }
     if (!have_shape) return ShapeError(Path{&path, kTensorFields[kShape]}, "missing");
-    if (have_stats) t->stats = stats;
+    if (have_stats) {
+      t->stats = stats;  // The statistics hold the counts; a "nonfinite" beside them is redundant.
+    } else {
+      t->nonfinite = nonfinite;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadNonFinite(element e, const Path& path,
+                             std::optional<NonFiniteCounts>* out) const {
+    if (e.is_null()) return absl::OkStatus();
+    object obj;
+    if (auto s = GetObject(e, path, &obj); !s.ok()) return s;
+    NonFiniteCounts counts;
+    for (const auto field : obj) {
+      const Path sub{&path, field.key};
+      absl::Status s;
+      if (field.key == kTensorFields[kNanCount]) {
+        s = ReadInt(field.value, sub, &counts.nan_count);
+      } else if (field.key == kTensorFields[kInfCount]) {
+        s = ReadInt(field.value, sub, &counts.inf_count);
+      }
+      if (!s.ok()) return s;
+    }
+    *out = counts;
     return absl::OkStatus();
   }
 
@@ -560,7 +594,9 @@ class Reader {
         have_type = true;
         s = ReadString(field.value, sub, &text);
         if (s.ok() && !ParseAnomalyType(text, &a->type)) {
-          s = ShapeError(sub, absl::StrCat("unknown anomaly type \"", text, "\""));
+          // Another tool's or a newer version's check: kept as it is (UnknownAnomalyTypes()).
+          a->type = AnomalyType::kUnknown;
+          a->unknown_type = std::move(text);
         }
       } else if (field.key == "severity") {
         have_severity = true;

@@ -1,6 +1,7 @@
 #include "trace/json_record_writer.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -68,11 +69,30 @@ void WriteTensor(const TensorInfo& t, JsonWriter& w) {
     w.Int(t.stats->nan_count);
     w.PlainKey(kTensorFields[kInfCount]);
     w.Int(t.stats->inf_count);
+  } else if (t.nonfinite) {
+    w.PlainKey(kTensorFields[kNonFinite]);
+    w.BeginObject();
+    w.PlainKey(kTensorFields[kNanCount]);
+    w.Int(t.nonfinite->nan_count);
+    w.PlainKey(kTensorFields[kInfCount]);
+    w.Int(t.nonfinite->inf_count);
+    w.EndObject();
   }
   w.EndObject();
 }
 
 namespace {
+
+// The library writes 0.0 for the latency of a layer that never ran that pass (a fresh layer, a
+// forward without backward) and its own tools compare it with 0; so do we, for such a layer only.
+// The reader turns it back into "not measured".
+void WriteLatest(const std::optional<double>& latency, int64_t count, JsonWriter& w) {
+  if (!latency.has_value() && count == 0) {
+    w.Double(0.0);
+  } else {
+    w.OptDouble(latency);
+  }
+}
 
 void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   const auto key = [&w](LayerField f) { w.PlainKey(kLayerFields[f]); };
@@ -96,7 +116,7 @@ void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   for (const TensorInfo& t : l.outputs) WriteTensor(t, w);
   w.EndArray();
   key(kLatency);
-  w.OptDouble(l.latency_ms);
+  WriteLatest(l.latency_ms, l.forward_count, w);
   key(kLatencyMin);
   w.OptDouble(l.latency_ms_min);
   key(kLatencyMax);
@@ -124,7 +144,7 @@ void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   key(kGradInHasNan);
   w.Bool(l.grad_in_has_nan);
   key(kBwdLatency);
-  w.OptDouble(l.bwd_latency_ms);
+  WriteLatest(l.bwd_latency_ms, l.backward_count, w);
   key(kBwdLatencyMin);
   w.OptDouble(l.bwd_latency_ms_min);
   key(kBwdLatencyMax);
@@ -208,7 +228,7 @@ void WriteFinding(KeyString first, KeyString second, const std::string& layer,
 }  // namespace
 
 void WriteAnomaly(const Anomaly& a, JsonWriter& w) {
-  WriteFinding({"type", ToString(a.type)}, {"severity", ToString(a.severity)}, a.layer, a.message,
+  WriteFinding({"type", TypeName(a)}, {"severity", ToString(a.severity)}, a.layer, a.message,
                a.details, w);
 }
 

@@ -1,9 +1,12 @@
 #include "trace/record.h"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace tracetorch {
 namespace {
@@ -30,6 +33,7 @@ constexpr std::array<std::pair<AnomalyType, std::string_view>, 9> kTypeNames = {
 
 // Declared in record.h without a body so that the header compiles as C++17; defaulted here.
 bool operator==(const TensorStats&, const TensorStats&) = default;
+bool operator==(const NonFiniteCounts&, const NonFiniteCounts&) = default;
 bool operator==(const TensorInfo&, const TensorInfo&) = default;
 bool operator==(const LayerTrace&, const LayerTrace&) = default;
 bool operator==(const Anomaly&, const Anomaly&) = default;
@@ -54,6 +58,16 @@ const std::string* TraceMetadata::FindExtra(std::string_view key) const {
   return nullptr;
 }
 
+int64_t NanCount(const TensorInfo& t) {
+  if (t.stats.has_value()) return t.stats->nan_count;
+  return t.nonfinite.has_value() ? t.nonfinite->nan_count : 0;
+}
+
+int64_t InfCount(const TensorInfo& t) {
+  if (t.stats.has_value()) return t.stats->inf_count;
+  return t.nonfinite.has_value() ? t.nonfinite->inf_count : 0;
+}
+
 const DetailValue* FindDetail(const Details& details, std::string_view key) {
   for (const auto& [k, v] : details) {
     if (k == key) return &v;
@@ -73,6 +87,11 @@ std::string_view ToString(AnomalyType type) {
     if (value == type) return name;
   }
   return "unknown";
+}
+
+std::string_view TypeName(const Anomaly& anomaly) {
+  if (anomaly.type == AnomalyType::kUnknown) return anomaly.unknown_type;
+  return ToString(anomaly.type);
 }
 
 bool ParseAnomalySeverity(std::string_view text, AnomalySeverity* out) {
@@ -100,6 +119,27 @@ const LayerTrace* TraceRecord::FindLayer(std::string_view full_name) const {
     if (layer.full_name == full_name) return &layer;
   }
   return nullptr;
+}
+
+std::vector<std::string> UnknownAnomalyTypes(const TraceRecord& record) {
+  std::vector<std::string> types;
+  for (const Anomaly& a : record.warnings) {
+    if (a.type != AnomalyType::kUnknown) continue;
+    if (std::find(types.begin(), types.end(), a.unknown_type) == types.end()) {
+      types.push_back(a.unknown_type);
+    }
+  }
+  return types;
+}
+
+std::string DescribeUnknownAnomalyTypes(const TraceRecord& record) {
+  const std::vector<std::string> types = UnknownAnomalyTypes(record);
+  if (types.empty()) return "";
+  std::string out = "warnings of unknown type kept as they are:";
+  for (size_t i = 0; i < types.size(); ++i) {
+    out.append(i == 0 ? " \"" : ", \"").append(types[i]).append("\"");
+  }
+  return out;
 }
 
 }  // namespace tracetorch

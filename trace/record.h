@@ -38,6 +38,15 @@ struct TensorStats {
   friend bool operator!=(const TensorStats& a, const TensorStats& b) { return !(a == b); }
 };
 
+// NaN and +/-Inf counts of a tensor whose statistics were not captured (capture_stats=False): the
+// NaN checks keep working without the cost of the moments.
+struct NonFiniteCounts {
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+
+  friend bool operator==(const NonFiniteCounts&, const NonFiniteCounts&);
+};
+
 // One input or output tensor of a layer call.
 struct TensorInfo {
   std::vector<int64_t> shape;
@@ -45,10 +54,18 @@ struct TensorInfo {
   std::string device;  // "cpu", "cuda:0".
   // Absent when statistics were not captured for this tensor (JSON: the stat keys are missing).
   std::optional<TensorStats> stats;
+  // Set only when `stats` is absent but the NaN/Inf counts were measured (JSON: "nonfinite":
+  // {"nan_count", "inf_count"}, a key the Python library ignores). Use NanCount()/InfCount().
+  std::optional<NonFiniteCounts> nonfinite = std::nullopt;
 
   friend bool operator==(const TensorInfo&, const TensorInfo&);
   friend bool operator!=(const TensorInfo& a, const TensorInfo& b) { return !(a == b); }
 };
+
+// The NaN (Inf) count of `t`, from its statistics or from its counts without statistics; 0 when
+// neither was measured.
+int64_t NanCount(const TensorInfo& t);
+int64_t InfCount(const TensorInfo& t);
 
 // Everything recorded for one module (layer), aggregated over all its calls.
 struct LayerTrace {
@@ -117,12 +134,17 @@ enum class AnomalyType {
   kZeroGradient,
   kNanGradient,
   kRankDivergence,  // A rank of a job departs from the other ranks (trace/divergence.h).
+  // A type this version does not know, read from a file (another tool or a newer version wrote
+  // it): kept, with its spelling in Anomaly::unknown_type, and written back as it was. Never
+  // produced by the checks.
+  kUnknown,
 };
 
 // The JSON spellings: "info"/"warning"/"critical"; "nan_activation", "dead_layer", ...
+// (kUnknown: "unknown"; an anomaly's own spelling is TypeName()).
 std::string_view ToString(AnomalySeverity severity);
 std::string_view ToString(AnomalyType type);
-// Return false for an unknown spelling.
+// Return false for an unknown spelling (the JSON reader then keeps the warning as kUnknown).
 bool ParseAnomalySeverity(std::string_view text, AnomalySeverity* out);
 bool ParseAnomalyType(std::string_view text, AnomalyType* out);
 
@@ -132,10 +154,15 @@ struct Anomaly {
   std::string layer;  // full_name of the layer ("<input>" for the model input).
   std::string message;
   Details details;
+  // The type as it was spelled, when `type` is kUnknown; empty otherwise.
+  std::string unknown_type = "";
 
   friend bool operator==(const Anomaly&, const Anomaly&);
   friend bool operator!=(const Anomaly& a, const Anomaly& b) { return !(a == b); }
 };
+
+// The type's JSON spelling: unknown_type for kUnknown, ToString(type) otherwise.
+std::string_view TypeName(const Anomaly& anomaly);
 
 // Where a non-finite value first appeared in a run (see anomaly.h): the model input, or the first
 // layer, in execution order, whose inputs were finite and whose outputs were not.
@@ -187,6 +214,15 @@ struct TraceRecord {
   friend bool operator==(const TraceRecord&, const TraceRecord&);
   friend bool operator!=(const TraceRecord& a, const TraceRecord& b) { return !(a == b); }
 };
+
+// The distinct spellings of the record's warnings of AnomalyType::kUnknown, in order of first
+// appearance (a file written by another tool or a newer version).
+std::vector<std::string> UnknownAnomalyTypes(const TraceRecord& record);
+
+// What a reader of `record` says about those warnings, one line without a trailing newline:
+//   warnings of unknown type kept as they are: "test", "drift"
+// Empty when there are none.
+std::string DescribeUnknownAnomalyTypes(const TraceRecord& record);
 
 }  // namespace tracetorch
 

@@ -16,6 +16,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/python/record_convert.h"
 #include "agent/python/status_translate.h"
+#include "trace/aggregator.h"
 #include "trace/anomaly.h"
 #include "trace/json.h"
 #include "trace/record.h"
@@ -34,106 +36,121 @@
 namespace tracetorch::python {
 namespace {
 
-// ---- TensorInfo (Python: TensorStats)
-// -------------------------------------------------------------
+// ---- TensorStats and TensorInfo ----------------------------------------------------------------
 
-TensorStats& EnsureStats(TensorInfo& tensor) {
-  if (!tensor.stats) tensor.stats.emplace();
-  return *tensor.stats;
-}
-
-template <std::optional<double> TensorStats::*Field>
-void DefStat(py::class_<TensorInfo>& cls, const char* name, const char* doc) {
-  cls.def_property(
-      name,
-      [](const TensorInfo& t) -> std::optional<double> {
-        return t.stats ? (*t.stats).*Field : std::nullopt;
-      },
-      [](TensorInfo& t, std::optional<double> v) { EnsureStats(t).*Field = v; }, doc);
+void CheckCount(int64_t value, const char* name) {
+  if (value < 0) throw py::value_error(absl::StrCat(name, " must be >= 0, got ", value));
 }
 
 template <int64_t TensorStats::*Field>
-void DefCount(py::class_<TensorInfo>& cls, const char* name, const char* doc) {
+void DefCount(py::class_<TensorStats>& cls, const char* name, const char* doc) {
   cls.def_property(
-      name, [](const TensorInfo& t) -> int64_t { return t.stats ? (*t.stats).*Field : 0; },
-      [name](TensorInfo& t, int64_t v) {
-        if (v < 0) throw py::value_error(absl::StrCat(name, " must be >= 0, got ", v));
-        EnsureStats(t).*Field = v;
+      name, [](const TensorStats& s) { return s.*Field; },
+      [name](TensorStats& s, int64_t v) {
+        CheckCount(v, name);
+        s.*Field = v;
       },
       doc);
 }
 
+py::object StatsToDict(const TensorStats& stats) {
+  TensorInfo tensor;
+  tensor.stats = stats;
+  py::dict out;
+  py::dict full = TensorToDict(tensor);
+  for (const char* key : {"mean", "std", "min", "max", "nan_count", "inf_count"}) {
+    out[key] = full[key];
+  }
+  return out;
+}
+
 void BindTensor(py::module_& m) {
-  py::class_<TensorInfo> cls(m, "TensorStats", R"doc(
-One input or output tensor of a layer call: shape, dtype, device and (when captured) statistics.
+  py::class_<TensorStats> stats(m, "TensorStats", R"doc(
+Statistics of one tensor: mean, population std, min and max over the finite elements (None when not
+measured, or for non-float and empty tensors) and the NaN and +/-Inf counts over all of them.
 
-The statistics are flattened onto the object, as in the JSON layout: ``t.mean``, ``t.std``,
-``t.min``, ``t.max`` (None when not captured, or for non-float and empty tensors) and
-``t.nan_count``, ``t.inf_count`` (0 when not captured). ``has_stats`` tells whether statistics were
-captured at all; a tensor without them is written without the statistic keys.
-
-    t = TensorStats([16, 64], "torch.float32", "cpu", mean=0.1, std=1.0)
-    t.to_dict()["shape"] == [16, 64]
+    TensorStats(mean=0.1, std=1.0).to_dict()["std"] == 1.0
 )doc");
-  cls.def(py::init([](std::vector<int64_t> shape, std::string dtype, std::string device,
-                      std::optional<double> mean, std::optional<double> std,
-                      std::optional<double> min, std::optional<double> max,
-                      std::optional<int64_t> nan_count, std::optional<int64_t> inf_count) {
-            TensorInfo t;
-            t.shape = std::move(shape);
-            t.dtype = std::move(dtype);
-            t.device = std::move(device);
-            if (mean || std || min || max || nan_count || inf_count) {
-              if (nan_count.value_or(0) < 0 || inf_count.value_or(0) < 0) {
-                throw py::value_error("nan_count and inf_count must be >= 0");
-              }
-              t.stats = TensorStats{.mean = mean,
-                                    .std = std,
-                                    .min = min,
-                                    .max = max,
-                                    .nan_count = nan_count.value_or(0),
-                                    .inf_count = inf_count.value_or(0)};
-            }
-            return t;
-          }),
-          py::arg("shape") = std::vector<int64_t>{}, py::arg("dtype") = "", py::arg("device") = "",
-          py::kw_only(), py::arg("mean") = py::none(), py::arg("std") = py::none(),
-          py::arg("min") = py::none(), py::arg("max") = py::none(),
-          py::arg("nan_count") = py::none(), py::arg("inf_count") = py::none(),
-          "Statistics are captured (has_stats) when any statistic argument is given.")
+  stats
+      .def(py::init([](std::optional<double> mean, std::optional<double> std,
+                       std::optional<double> min, std::optional<double> max, int64_t nan_count,
+                       int64_t inf_count) {
+             CheckCount(nan_count, "nan_count");
+             CheckCount(inf_count, "inf_count");
+             return TensorStats{.mean = mean,
+                                .std = std,
+                                .min = min,
+                                .max = max,
+                                .nan_count = nan_count,
+                                .inf_count = inf_count};
+           }),
+           py::arg("mean") = py::none(), py::arg("std") = py::none(), py::arg("min") = py::none(),
+           py::arg("max") = py::none(), py::arg("nan_count") = 0, py::arg("inf_count") = 0)
+      .def_readwrite("mean", &TensorStats::mean, "Mean over finite elements, or None.")
+      .def_readwrite("std", &TensorStats::std, "Population std over finite elements, or None.")
+      .def_readwrite("min", &TensorStats::min, "Minimum finite element, or None.")
+      .def_readwrite("max", &TensorStats::max, "Maximum finite element, or None.");
+  DefCount<&TensorStats::nan_count>(stats, "nan_count", "Number of NaN elements.");
+  DefCount<&TensorStats::inf_count>(stats, "inf_count", "Number of +/-Inf elements.");
+  stats
+      .def("to_dict", &StatsToDict,
+           "{'mean', 'std', 'min', 'max', 'nan_count', 'inf_count'}; a non-finite value is None.")
+      .def("__repr__", [](const TensorStats& s) {
+        return absl::StrCat("TensorStats(mean=", OptRepr(s.mean), ", std=", OptRepr(s.std),
+                            ", min=", OptRepr(s.min), ", max=", OptRepr(s.max),
+                            ", nan_count=", s.nan_count, ", inf_count=", s.inf_count, ")");
+      });
+  AddValueSemantics(stats);
+
+  py::class_<TensorInfo> info(m, "TensorInfo", R"doc(
+One input or output tensor of a layer call: shape, dtype, device and, when they were captured, its
+statistics (``stats``, a TensorStats, or None).
+
+With ``capture_stats=False`` a session captures no statistics (``stats`` is None) but still counts
+NaN and Inf values: ``nan_count`` and ``inf_count`` read them (from ``stats`` when it is set).
+
+    t = TensorInfo([16, 64], "torch.float32", "cpu", stats=TensorStats(mean=0.1, std=1.0))
+    t.stats.std == 1.0
+)doc");
+  info.def(py::init([](std::vector<int64_t> shape, std::string dtype, std::string device,
+                       std::optional<TensorStats> stats) {
+             return TensorInfo{.shape = std::move(shape),
+                               .dtype = std::move(dtype),
+                               .device = std::move(device),
+                               .stats = std::move(stats)};
+           }),
+           py::arg("shape"), py::arg("dtype"), py::arg("device") = "",
+           py::arg("stats") = py::none())
       .def_readwrite("shape", &TensorInfo::shape, "list[int]")
       .def_readwrite("dtype", &TensorInfo::dtype, "As torch prints it: 'torch.float32'.")
-      .def_readwrite("device", &TensorInfo::device, "'cpu', 'cuda:0'.")
+      .def_readwrite("device", &TensorInfo::device, "'cpu', 'cuda:0'; '' when unknown.")
       .def_property(
-          "has_stats", [](const TensorInfo& t) { return t.stats.has_value(); },
-          [](TensorInfo& t, bool has) {
-            if (!has) {
-              t.stats.reset();
-            } else {
-              EnsureStats(t);
-            }
+          "stats", [](const TensorInfo& t) { return t.stats; },
+          [](TensorInfo& t, std::optional<TensorStats> stats) {
+            t.stats = std::move(stats);
+            if (t.stats) t.nonfinite.reset();  // The statistics hold the counts.
           },
-          "Whether statistics were captured. Setting False drops them.");
-  DefStat<&TensorStats::mean>(cls, "mean", "Mean over finite elements, or None.");
-  DefStat<&TensorStats::std>(cls, "std", "Population std over finite elements, or None.");
-  DefStat<&TensorStats::min>(cls, "min", "Minimum finite element, or None.");
-  DefStat<&TensorStats::max>(cls, "max", "Maximum finite element, or None.");
-  DefCount<&TensorStats::nan_count>(cls, "nan_count", "Number of NaN elements.");
-  DefCount<&TensorStats::inf_count>(cls, "inf_count", "Number of +/-Inf elements.");
-  cls.def("to_dict", &TensorToDict, "The JSON layout of this tensor entry, as a dict.")
+          "TensorStats | None (a copy: assign to change it).")
+      .def_property_readonly(
+          "nan_count", [](const TensorInfo& t) { return NanCount(t); },
+          "NaN elements, from stats or, without them, from the counts taken anyway; 0 if neither.")
+      .def_property_readonly(
+          "inf_count", [](const TensorInfo& t) { return InfCount(t); },
+          "+/-Inf elements, like nan_count.")
+      .def("to_dict", &TensorToDict,
+           "The JSON layout of this tensor entry (statistics flattened into it), as a dict.")
       .def("__repr__", [](const TensorInfo& t) {
         std::string out =
-            absl::StrCat("TensorStats(shape=", Repr(py::cast(t.shape)),
-                         ", dtype=", Repr(py::str(t.dtype)), ", device=", Repr(py::str(t.device)));
-        if (t.stats) {
-          absl::StrAppend(&out, ", mean=", OptRepr(t.stats->mean), ", std=", OptRepr(t.stats->std),
-                          ", min=", OptRepr(t.stats->min), ", max=", OptRepr(t.stats->max),
-                          ", nan_count=", t.stats->nan_count, ", inf_count=", t.stats->inf_count);
+            absl::StrCat("TensorInfo(shape=", Repr(py::cast(t.shape)),
+                         ", dtype=", Repr(py::str(t.dtype)), ", device=", Repr(py::str(t.device)),
+                         ", stats=", t.stats ? Repr(py::cast(*t.stats)) : "None");
+        if (t.nonfinite) {
+          absl::StrAppend(&out, ", nan_count=", t.nonfinite->nan_count,
+                          ", inf_count=", t.nonfinite->inf_count);
         }
         return out + ")";
       });
-  AddValueSemantics(cls);
-  m.attr("TensorInfo") = cls;
+  AddValueSemantics(info);
 }
 
 // ---- Metadata -----------------------------------------------------------------------------------
@@ -150,11 +167,13 @@ bool IsModelledMetadataKey(std::string_view key) {
   return false;
 }
 
+// A value that is not JSON (a torch.device, a Path) is stored as its str(), as the library's
+// export writes it.
 std::string MinifiedJson(const py::handle& value, const std::string& key) {
   try {
     return Globals()
         .json_dumps(value, py::arg("separators") = py::make_tuple(",", ":"),
-                    py::arg("allow_nan") = false)
+                    py::arg("allow_nan") = false, py::arg("default") = Globals().builtin_str)
         .cast<std::string>();
   } catch (py::error_already_set& e) {
     if (e.matches(PyExc_ValueError) || e.matches(PyExc_TypeError)) {
@@ -299,14 +318,70 @@ counters such as "dropped_events") live in ``extra``. Also usable as a dict, as 
 
 // ---- LayerTrace ---------------------------------------------------------------------------------
 
+// The library's dataclass field order, for positional arguments.
+constexpr std::array<const char*, 30> kLayerFieldOrder = {
+    "name",
+    "module_type",
+    "full_name",
+    "depth",
+    "params",
+    "inputs",
+    "outputs",
+    "latency_ms",
+    "latency_ms_min",
+    "latency_ms_max",
+    "latency_ms_mean",
+    "forward_count",
+    "has_nan",
+    "has_inf",
+    "grad_norm",
+    "grad_mean",
+    "grad_has_nan",
+    "has_zero_grad",
+    "grad_in_norm",
+    "grad_in_mean",
+    "grad_in_has_nan",
+    "bwd_latency_ms",
+    "bwd_latency_ms_min",
+    "bwd_latency_ms_max",
+    "bwd_latency_ms_mean",
+    "backward_count",
+    "fwd_mem_alloc_delta",
+    "fwd_mem_reserved_delta",
+    "bwd_mem_alloc_delta",
+    "bwd_mem_reserved_delta",
+};
+
+constexpr const char* kMemDoc =
+    "CUDA allocator delta in bytes over the latest call (a float, as the library has it; a "
+    "fraction is rounded to a whole byte), or None on CPU.";
+
+template <std::optional<int64_t> LayerTrace::*Field>
+std::optional<double> MemGet(const LayerTrace& l) {
+  const std::optional<int64_t>& v = l.*Field;
+  return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+}
+
+template <std::optional<int64_t> LayerTrace::*Field>
+void MemSet(LayerTrace& l, std::optional<double> bytes) {
+  if (!bytes) {
+    (l.*Field).reset();
+    return;
+  }
+  if (!std::isfinite(*bytes) || std::fabs(*bytes) >= 9.2e18) {
+    throw py::value_error(absl::StrCat("a memory delta must be a finite byte count, got ", *bytes));
+  }
+  l.*Field = std::llround(*bytes);
+}
+
 void BindLayer(py::module_& m) {
   py::class_<LayerTrace> cls(m, "LayerTrace", R"doc(
 Everything recorded for one module, aggregated over its calls. Unmeasured values are None.
 ``inputs`` and ``outputs`` (lists of TensorStats, of the latest call) are copies: assign a list to
 change them. Construct with keyword arguments named like the attributes.
 )doc");
-  cls.def(py::init([](const py::kwargs& kwargs) {
-       return FromKwargs<LayerTrace>(kwargs, "LayerTrace");
+  cls.def(py::init([](const py::args& args, const py::kwargs& kwargs) {
+       return FromArgs<LayerTrace>(args, kwargs, kLayerFieldOrder, "LayerTrace");
      }))
       .def_readwrite("name", &LayerTrace::name, "Last component of the module path ('fc').")
       .def_readwrite("type", &LayerTrace::type, "Class name ('Linear').")
@@ -319,7 +394,10 @@ change them. Construct with keyword arguments named like the attributes.
       .def_property(
           "outputs", [](const LayerTrace& l) { return ListToPy(l.outputs); },
           [](LayerTrace& l, std::vector<TensorInfo> v) { l.outputs = std::move(v); })
-      .def_readwrite("latency_ms", &LayerTrace::latency_ms)
+      .def_property(
+          "latency_ms", [](const LayerTrace& l) { return l.latency_ms.value_or(0.0); },
+          [](LayerTrace& l, std::optional<double> v) { l.latency_ms = v; },
+          "The latest forward's latency; 0.0 before any (as the library has it).")
       .def_readwrite("latency_ms_min", &LayerTrace::latency_ms_min)
       .def_readwrite("latency_ms_max", &LayerTrace::latency_ms_max)
       .def_readwrite("latency_ms_mean", &LayerTrace::latency_ms_mean)
@@ -333,16 +411,31 @@ change them. Construct with keyword arguments named like the attributes.
       .def_readwrite("grad_in_norm", &LayerTrace::grad_in_norm)
       .def_readwrite("grad_in_mean", &LayerTrace::grad_in_mean)
       .def_readwrite("grad_in_has_nan", &LayerTrace::grad_in_has_nan)
-      .def_readwrite("bwd_latency_ms", &LayerTrace::bwd_latency_ms)
+      .def_property(
+          "bwd_latency_ms", [](const LayerTrace& l) { return l.bwd_latency_ms.value_or(0.0); },
+          [](LayerTrace& l, std::optional<double> v) { l.bwd_latency_ms = v; },
+          "The latest backward's latency; 0.0 without a backward (as the library has it).")
       .def_readwrite("bwd_latency_ms_min", &LayerTrace::bwd_latency_ms_min)
       .def_readwrite("bwd_latency_ms_max", &LayerTrace::bwd_latency_ms_max)
       .def_readwrite("bwd_latency_ms_mean", &LayerTrace::bwd_latency_ms_mean)
       .def_readwrite("backward_count", &LayerTrace::backward_count)
-      .def_readwrite("fwd_mem_alloc_delta", &LayerTrace::fwd_mem_alloc_delta)
-      .def_readwrite("fwd_mem_reserved_delta", &LayerTrace::fwd_mem_reserved_delta)
-      .def_readwrite("bwd_mem_alloc_delta", &LayerTrace::bwd_mem_alloc_delta)
-      .def_readwrite("bwd_mem_reserved_delta", &LayerTrace::bwd_mem_reserved_delta)
+      .def_property("fwd_mem_alloc_delta", &MemGet<&LayerTrace::fwd_mem_alloc_delta>,
+                    &MemSet<&LayerTrace::fwd_mem_alloc_delta>, kMemDoc)
+      .def_property("fwd_mem_reserved_delta", &MemGet<&LayerTrace::fwd_mem_reserved_delta>,
+                    &MemSet<&LayerTrace::fwd_mem_reserved_delta>, kMemDoc)
+      .def_property("bwd_mem_alloc_delta", &MemGet<&LayerTrace::bwd_mem_alloc_delta>,
+                    &MemSet<&LayerTrace::bwd_mem_alloc_delta>, kMemDoc)
+      .def_property("bwd_mem_reserved_delta", &MemGet<&LayerTrace::bwd_mem_reserved_delta>,
+                    &MemSet<&LayerTrace::bwd_mem_reserved_delta>, kMemDoc)
       .def_readwrite("module_type", &LayerTrace::type, "Alias of `type` (the library's name).")
+      .def(
+          "record_latency",
+          [](LayerTrace& l, double latency_ms) { RecordForwardLatency(latency_ms, &l); },
+          py::arg("latency_ms"), "Folds one forward latency into latency_ms*, forward_count.")
+      .def(
+          "record_backward_latency",
+          [](LayerTrace& l, double latency_ms) { RecordBackwardLatency(latency_ms, &l); },
+          py::arg("latency_ms"), "Folds one backward latency into bwd_latency_ms*, backward_count.")
       .def("to_dict", &LayerToDict, "The JSON layout of this layer, as a dict.")
       .def_static(
           "from_dict", [](const py::handle& d) { return LayerFromPy(d); }, py::arg("data"),
@@ -357,23 +450,47 @@ change them. Construct with keyword arguments named like the attributes.
 
 // ---- Anomalies ----------------------------------------------------------------------------------
 
+// An AnomalyType, or any str: a spelling this version does not know is kept as it is (kUnknown),
+// as the reader keeps it.
+void SetAnomalyType(Anomaly& a, const py::handle& type) {
+  if (!PyUnicode_Check(type.ptr())) throw py::type_error("type must be an AnomalyType or a str");
+  std::string text = type.cast<std::string>();
+  AnomalyType parsed;
+  if (ParseAnomalyType(text, &parsed)) {
+    a.type = parsed;
+    a.unknown_type.clear();
+  } else {
+    a.type = AnomalyType::kUnknown;
+    a.unknown_type = std::move(text);
+  }
+}
+
+// The AnomalyType, or the plain str of a type this version does not know.
+py::object GetAnomalyType(const Anomaly& a) {
+  if (a.type == AnomalyType::kUnknown) return py::str(a.unknown_type);
+  return py::cast(a.type);
+}
+
 void BindAnomaly(py::module_& m) {
   py::class_<Anomaly> cls(m, "Anomaly", R"doc(
 One finding of detect_anomalies. ``type`` and ``severity`` are AnomalyType / AnomalySeverity (a str
 with the JSON spelling is accepted where one is expected); ``details`` is a dict (a copy). Also
 readable as a dict (``a["message"]``, ``a.get("details")``), as the library's warnings were.
 )doc");
-  cls.def(py::init([](AnomalyType type, AnomalySeverity severity, std::string layer,
+  cls.def(py::init([](const py::object& type, AnomalySeverity severity, std::string layer,
                       std::string message, const py::object& details) {
-            return Anomaly{.type = type,
-                           .severity = severity,
-                           .layer = std::move(layer),
-                           .message = std::move(message),
-                           .details = DetailsFromPy(details)};
+            Anomaly a{.severity = severity,
+                      .layer = std::move(layer),
+                      .message = std::move(message),
+                      .details = DetailsFromPy(details)};
+            SetAnomalyType(a, type);
+            return a;
           }),
           py::arg("type"), py::arg("severity"), py::arg("layer") = "", py::arg("message") = "",
           py::arg("details") = py::none())
-      .def_readwrite("type", &Anomaly::type)
+      .def_property("type", &GetAnomalyType, &SetAnomalyType,
+                    "AnomalyType; a plain str for a type this version does not know (kept from a "
+                    "file written by another tool).")
       .def_readwrite("severity", &Anomaly::severity)
       .def_readwrite("layer", &Anomaly::layer, "full_name of the layer, or '<input>'.")
       .def_readwrite("message", &Anomaly::message)
@@ -384,7 +501,7 @@ readable as a dict (``a["message"]``, ``a.get("details")``), as the library's wa
       .def_static(
           "from_dict", [](const py::handle& d) { return AnomalyFromPy(d); }, py::arg("data"))
       .def("__repr__", [](const Anomaly& a) {
-        return absl::StrCat("Anomaly(type='", Str(ToString(a.type)), "', severity='",
+        return absl::StrCat("Anomaly(type='", Str(TypeName(a)), "', severity='",
                             Str(ToString(a.severity)), "', layer=", Repr(py::str(a.layer)),
                             ", message=", Repr(py::str(a.message)), ")");
       });
@@ -409,7 +526,7 @@ naming the field:
              if (absl::Status s = t.Validate(); !s.ok()) ThrowStatus(s);
              return t;
            }),
-           py::kw_only(), py::arg("dead_layer_mean") = defaults.dead_layer_mean,
+           py::arg("dead_layer_mean") = defaults.dead_layer_mean,
            py::arg("dead_layer_std") = defaults.dead_layer_std,
            py::arg("exploding_variance_std") = defaults.exploding_variance_std,
            py::arg("high_variance_min") = defaults.high_variance_min,
@@ -536,6 +653,8 @@ also accept the library's plain dicts (metadata dict, layer dicts, warning dicts
 Reads a trace file. FileNotFoundError / PermissionError (with .filename), ValueError naming the path
 and, for malformed JSON, the line and column.
 )doc");
+  m.def("_describe_unknown_anomaly_types", &DescribeUnknownAnomalyTypes, py::arg("record"),
+        "What a reader says of the record's warnings of unknown type ('' when none).");
   m.def(
       "write_trace_file",
       [](const py::handle& path, const TraceRecord& record, int indent) {

@@ -1,11 +1,12 @@
 // Python bindings of the trace data model and its analyses (the `tracetorch` package's record API).
 //
 // BindRecord registers on `m` (the `tracetorch._C` extension module):
-//   TraceRecord, TraceMetadata, NanOrigin, LayerTrace, TensorStats (our TensorInfo, a tensor entry
-//   with its statistics flattened: `t.shape`, `t.mean`; also exported as TensorInfo), Anomaly,
-//   AnomalySeverity, AnomalyType, Thresholds, DiffSeverity, DiffKind, read_trace_file,
-//   write_trace_file, and _status_to_exception (status_translate.h). The analyses (TraceDiff,
-//   detect_anomalies, diff_records) are bind_analysis.h's.
+//   TraceRecord, TraceMetadata, NanOrigin, LayerTrace, TensorInfo (a tensor entry: shape, dtype,
+//   device, `stats`), TensorStats, Anomaly, AnomalySeverity, AnomalyType, Thresholds, DiffSeverity,
+//   DiffKind, read_trace_file, write_trace_file, _describe_unknown_anomaly_types, and
+//   _status_to_exception (status_translate.h). The analyses (TraceDiff, detect_anomalies,
+//   diff_records) are bind_analysis.h's. Constructors, keyword arguments and defaults are those of
+//   the tracetorch-ml library's dataclasses (LayerTrace also takes its fields positionally).
 // The enums are `enum.StrEnum` classes whose `.value` is the JSON spelling
 // (AnomalySeverity.WARNING.value == "warning"), like the tracetorch-ml library's.
 //

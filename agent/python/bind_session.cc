@@ -15,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/daemon_sink.h"
+#include "agent/python/record_convert.h"
 #include "agent/python/status_translate.h"
+#include "agent/stats.h"
 #include "agent/summary.h"
 #include "agent/tracer.h"
 #include "agent/watch_flusher.h"
@@ -345,9 +347,46 @@ std::string SessionEngine::Summary() const {
   return agent::SessionSummary(RecordForExport(), tracer_->steps(), tracer_->hook_errors());
 }
 
+py::dict TensorStatsDict(const py::handle& tensor) {
+  if (!THPVariable_Check(tensor.ptr())) throw py::type_error("expected a torch.Tensor");
+  const at::Tensor t = THPVariable_Unpack(tensor.ptr());
+  absl::StatusOr<TensorStats> stats;
+  {
+    py::gil_scoped_release release;
+    stats = agent::ComputeTensorStats(t, agent::StatsMode::kFull);
+  }
+  if (!stats.ok()) ThrowStatus(stats.status());
+  py::dict out;
+  out["mean"] = stats->mean;
+  out["std"] = stats->std;
+  out["min"] = stats->min;
+  out["max"] = stats->max;
+  out["nan_count"] = stats->nan_count;
+  out["inf_count"] = stats->inf_count;
+  return out;
+}
+
 }  // namespace
 
 void BindSession(py::module_& m) {
+  m.def("compute_tensor_stats", &TensorStatsDict, py::arg("tensor"), R"doc(
+The statistics the tracer records for `tensor`, in one fused pass over every element (agent/stats.h):
+{'mean', 'std', 'min', 'max'} over the finite elements (population std; None for non-float and
+empty tensors, and when no element is finite) and {'nan_count', 'inf_count'} over all of them.
+)doc");
+  m.def(
+      "_session_summary",
+      [](const TraceRecord& record, const std::string& model_name, const py::handle& anomalies,
+         int64_t steps, int64_t hook_errors) {
+        TraceRecord shown = record;
+        shown.metadata.model_name = model_name;
+        shown.warnings = ListFromPy<Anomaly>(anomalies, AnomalyFromPy, "anomalies");
+        return agent::SessionSummary(shown, steps, hook_errors);
+      },
+      py::arg("record"), py::arg("model_name"), py::arg("anomalies"), py::arg("steps") = -1,
+      py::arg("hook_errors") = 0,
+      "TraceSession.summary()'s text for `record` under `model_name`, listing `anomalies` "
+      "(agent/summary.h); steps < 0: forward passes from the layers.");
   m.def(
       "_parse_daemon_address",
       [](const std::string& address) {
@@ -385,6 +424,13 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
       .def("post", &SessionEngine::Post)
       .def("abort", &SessionEngine::Abort)
       .def("record", &SessionEngine::Record)
+      .def(
+          "fill_record", [](const SessionEngine& e, TraceRecord& out) { out = e.Record(); },
+          py::arg("record"), "Replaces `record`'s contents (in place) with the trace.")
+      .def(
+          "fill_layers",
+          [](const SessionEngine& e, TraceRecord& out) { out.layers = e.Record().layers; },
+          py::arg("record"), "Replaces `record.layers` (in place) with the trace's layers.")
       .def("anomalies", &SessionEngine::Anomalies)
       .def("record_json", &SessionEngine::RecordJson, py::arg("indent") = 2)
       .def("write", &SessionEngine::Write, py::arg("path"))

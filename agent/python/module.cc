@@ -1,8 +1,9 @@
 // The `tracetorch._C` extension module: the record API (bind_record.h), the analyses
-// (bind_analysis.h) and the tracing engine (bind_session.h).
+// (bind_analysis.h), the tracing engine (bind_session.h) and the command line (bind_cli.h).
 #include <pybind11/pybind11.h>
 
 #include "agent/python/bind_analysis.h"
+#include "agent/python/bind_cli.h"
 #include "agent/python/bind_ops.h"
 #include "agent/python/bind_record.h"
 #include "agent/python/bind_session.h"
@@ -12,5 +13,6 @@ PYBIND11_MODULE(_C, m) {
   tracetorch::python::BindRecord(m);
   tracetorch::python::BindAnalysis(m);
   tracetorch::python::BindSession(m);
+  tracetorch::python::BindCli(m);
   tracetorch::python::BindOps(m);
 }

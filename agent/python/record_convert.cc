@@ -21,6 +21,7 @@ void InitRecordConvert(py::module_& m) {
   globals.json_loads = py::object(json.attr("loads")).release();
   globals.json_dumps = py::object(json.attr("dumps")).release();
   globals.os_fspath = py::object(py::module_::import("os").attr("fspath")).release();
+  globals.builtin_str = py::object(py::module_::import("builtins").attr("str")).release();
 
   py::object anomaly_severity = MakeStrEnum<AnomalySeverity>();
   py::object anomaly_type = MakeStrEnum<AnomalyType>();
@@ -51,9 +52,12 @@ py::object RecordToDict(const TraceRecord& record) {
 }
 
 // Parses `document` (a Python dict in the trace layout) with the C++ reader, so that a dict given
-// by a user gets the same validation, defaults and error messages as a file.
+// by a user gets the same validation, defaults and error messages as a file. A value that is not
+// JSON (a torch.device in the metadata) is taken as its str(), as the library's export does.
 TraceRecord RecordFromPyDocument(const py::handle& document) {
-  const std::string text = Globals().json_dumps(document).cast<std::string>();
+  const std::string text = Globals()
+                               .json_dumps(document, py::arg("default") = Globals().builtin_str)
+                               .cast<std::string>();
   absl::StatusOr<TraceRecord> record = ParseTraceJson(text);
   if (!record.ok()) ThrowStatus(record.status());
   return *std::move(record);

@@ -35,12 +35,14 @@ namespace tracetorch::python {
 
 namespace py = pybind11;
 
-// Python objects created once by InitRecordConvert and deliberately never released: they must outlive
-// every binding call, and a static py::object destructor would run after the interpreter is gone.
+// Python objects created once by InitRecordConvert and deliberately never released: they must
+// outlive every binding call, and a static py::object destructor would run after the interpreter is
+// gone.
 struct PyGlobals {
   py::handle json_loads;
   py::handle json_dumps;
   py::handle os_fspath;
+  py::handle builtin_str;  // str, for json.dumps(default=str).
   py::handle anomaly_severity;
   py::handle anomaly_type;
   py::handle diff_severity;
@@ -211,11 +213,24 @@ py::list ListToPy(const std::vector<T>& values) {
 
 // ---- Shared class helpers -----------------------------------------------------------------------
 
-// Builds a T from keyword arguments by setting each as an attribute of a default T, so that the
+// Builds a T from arguments by setting each as an attribute of a default T, so that the
 // constructor accepts exactly the attributes (and their setters' conversions and checks).
-template <typename T>
-T FromKwargs(const py::kwargs& kwargs, const char* type_name) {
+// Positional arguments name the attributes in `order` (the library's dataclass field order).
+template <typename T, size_t N>
+T FromArgs(const py::args& args, const py::kwargs& kwargs, const std::array<const char*, N>& order,
+           const char* type_name) {
+  if (args.size() > N) {
+    throw py::type_error(absl::StrCat(type_name, "() takes at most ", N, " positional arguments (",
+                                      args.size(), " given)"));
+  }
   py::object obj = py::cast(T{});
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (kwargs.contains(order[i])) {
+      throw py::type_error(
+          absl::StrCat(type_name, "() got multiple values for argument '", order[i], "'"));
+    }
+    py::setattr(obj, order[i], args[i]);
+  }
   for (auto [key, value] : kwargs) {
     const std::string name = py::str(key);
     if (name.starts_with("_") || !py::hasattr(obj, key) || PyCallable_Check(obj.attr(key).ptr())) {

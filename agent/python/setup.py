@@ -3,9 +3,12 @@
     /usr/bin/python3 -m pip install --no-build-isolation agent/python
 
 The extension (tracetorch._C) is built by the project's CMake (target tracetorch_python_ext) from the
-repository root two levels up, against the torch of the interpreter running this script. Tests and
-benchmarks are not built. Environment: TRACETORCH_CMAKE_ARGS adds CMake arguments,
-TRACETORCH_BUILD_JOBS sets the parallelism (default 2).
+repository root two levels up, against the torch of the interpreter running this script, and so is
+the `tracetorch` program (target tracetorch), installed inside the package as tracetorch/_bin/ for
+the subcommands that talk to tracetorchd. The `tracetorch` console script (tracetorch.cli:main, as
+tracetorch-ml names it) runs the same command line. Tests and benchmarks are not built.
+Environment: TRACETORCH_CMAKE_ARGS adds CMake arguments, TRACETORCH_BUILD_JOBS sets the parallelism
+(default 2).
 """
 
 import os
@@ -57,7 +60,8 @@ class CMakeBuild(build_ext):
         subprocess.run(configure, check=True)
         jobs = os.environ.get("TRACETORCH_BUILD_JOBS", "2")
         subprocess.run(
-            ["cmake", "--build", str(build_dir), "--target", "tracetorch_python_ext", "-j", jobs],
+            ["cmake", "--build", str(build_dir), "--target", "tracetorch_python_ext", "tracetorch",
+             "-j", jobs],
             check=True,
         )
         built = sorted((build_dir / "python" / "tracetorch").glob("_C*.so"))
@@ -66,6 +70,13 @@ class CMakeBuild(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
+        # The daemon subcommands (sessions, snapshot, ...) run this program (tracetorch/cli.py).
+        program = build_dir / "cli" / "tracetorch"
+        if not program.is_file():
+            raise RuntimeError(f"tracetorch: the build produced no tracetorch program in {build_dir}")
+        bin_dir = target.parent / "_bin"
+        bin_dir.mkdir(exist_ok=True)
+        shutil.copy2(program, bin_dir / "tracetorch")
 
 
 setup(
@@ -76,6 +87,7 @@ setup(
     package_dir={"": "."},
     ext_modules=[CMakeExtension("tracetorch._C")],
     cmdclass={"build_ext": CMakeBuild},
+    entry_points={"console_scripts": ["tracetorch = tracetorch.cli:main"]},
     python_requires=">=3.9",
     zip_safe=False,
 )

@@ -163,7 +163,7 @@ def test_filtered_out_ancestors_still_give_structure():
 def test_filter_matching_nothing():
     r = run("inspect", TRAIN, "--type", "Conv2d")
     assert r.returncode == 0
-    assert "(no layers match the filter)" in r.stdout
+    assert "No layers matched the filter." in r.stdout
     assert "11 (0 shown)" in r.stdout
 
 

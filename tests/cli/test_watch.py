@@ -46,7 +46,7 @@ def read(name):
 def test_watch_missing_file_then_created_replaced_and_interrupted(tmp_path, watches):
     path = str(tmp_path / "trace.json")
     w = watches(path, "--interval", "0.1")
-    w.wait_for(f"waiting for {path}...")
+    w.wait_for(f"Waiting for {path} to appear... (Ctrl+C to exit)")
 
     replace_atomically(path, read("example_trace.json"))
     w.wait_for("SimpleTransformer")
@@ -110,10 +110,11 @@ def test_watch_sigint_while_waiting_for_file(tmp_path, watches):
     # An hour between polls: the watch can only end within stop()'s timeout if the signal cuts
     # the wait short.
     w = watches(str(tmp_path / "never.json"), "--interval", "3600")
-    w.wait_for("waiting for")
+    w.wait_for("Waiting for")
     code, out, _ = w.stop(signal.SIGINT)
     assert code == 0
-    assert out.count("waiting for") == 1  # Said once.
+    assert out.count("Waiting for") == 1  # Said once.
+    assert out.endswith("Stopped watching.\n")  # tracetorch-ml's last words.
 
 
 def test_watch_applies_filters(tmp_path, watches):

@@ -13,6 +13,7 @@ from tracetorch import (
     DiffKind,
     DiffSeverity,
     LayerTrace,
+    TensorInfo,
     TensorStats,
     Thresholds,
     TraceDiff,
@@ -77,12 +78,12 @@ def test_thresholds_change_what_is_found(perturbed_record):
 def test_detect_anomalies_on_constructed_record():
     record = TraceRecord(layers=[
         LayerTrace(full_name="dead", type="ReLU",
-                   outputs=[TensorStats([4], "torch.float32", "cpu", mean=0.0, std=0.0)]),
+                   outputs=[TensorInfo([4], "torch.float32", "cpu", stats=TensorStats(mean=0.0, std=0.0))]),
         LayerTrace(full_name="nan", type="Linear", has_nan=True,
-                   outputs=[TensorStats([4], "torch.float32", "cpu", nan_count=4)]),
+                   outputs=[TensorInfo([4], "torch.float32", "cpu", stats=TensorStats(nan_count=4))]),
         LayerTrace(full_name="empty", type="Identity"),
         LayerTrace(full_name="zero_grad", type="Linear", has_zero_grad=True, grad_norm=0.0,
-                   outputs=[TensorStats([4], "torch.float32", "cpu", mean=1.0, std=1.0)]),
+                   outputs=[TensorInfo([4], "torch.float32", "cpu", stats=TensorStats(mean=1.0, std=1.0))]),
     ])
     found = {(a.layer, a.type.value, a.severity.value) for a in detect_anomalies(record)}
     assert ("dead", "dead_layer", "warning") in found
@@ -158,10 +159,10 @@ def test_diff_rejects_invalid_thresholds(train_record, kwargs):
 
 def test_diff_layer_changes_and_shape_change():
     base = TraceRecord(metadata={"model_name": "A"}, layers=[
-        LayerTrace(full_name="fc", outputs=[TensorStats([2, 4], "torch.float32")]),
+        LayerTrace(full_name="fc", outputs=[TensorInfo([2, 4], "torch.float32")]),
         LayerTrace(full_name="gone")])
     curr = TraceRecord(metadata={"model_name": "B"}, layers=[
-        LayerTrace(full_name="fc", outputs=[TensorStats([2, 8], "torch.float32")]),
+        LayerTrace(full_name="fc", outputs=[TensorInfo([2, 8], "torch.float32")]),
         LayerTrace(full_name="new")])
     diff = diff_records(base, curr)
     kinds = [(e.kind, e.layer, e.severity) for e in diff.entries]

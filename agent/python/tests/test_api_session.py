@@ -16,6 +16,7 @@ from tracetorch import (
     AnomalySeverity,
     AnomalyType,
     LayerTrace,
+    TensorInfo,
     TensorStats,
     TraceRecord,
     TraceSession,
@@ -65,9 +66,9 @@ def test_session_record_has_the_library_layout():
     assert fc.grad_norm is not None and fc.grad_norm > 0
     assert fc.fwd_mem_alloc_delta is None  # CPU run.
     out = fc.outputs[0]
-    assert isinstance(out, TensorStats)
+    assert isinstance(out, TensorInfo) and isinstance(out.stats, TensorStats)
     assert out.shape == [5, 16] and out.dtype == "torch.float32" and out.device == "cpu"
-    assert out.has_stats and out.std > 0 and out.nan_count == 0
+    assert out.stats.std > 0 and out.stats.nan_count == 0 and out.nan_count == 0
     md = record.metadata
     assert md.model_name == "Sequential" and md.pytorch_version == torch.__version__
     assert md.total_time_ms is not None and md.total_time_ms > 0
@@ -80,7 +81,7 @@ def test_session_statistics_match_torch():
     with TraceSession(model) as session:
         y = model[0](x)  # Expected output of the first layer (same weights, same input).
         model(x)
-    out = session.record.layers[0].outputs[0]
+    out = session.record.layers[0].outputs[0].stats
     assert out.mean == pytest.approx(y.mean().item(), rel=1e-5, abs=1e-7)
     assert out.std == pytest.approx(y.std(unbiased=False).item(), rel=1e-4)
     assert out.min == pytest.approx(y.min().item()) and out.max == pytest.approx(y.max().item())
@@ -123,9 +124,15 @@ def test_diff_of_two_sessions(tmp_path: Path):
     assert diff_records(base, base).entries == []
 
 
-def test_record_is_a_snapshot_copy():
-    session = _run(_model(), steps=1)
+def test_record_is_one_object_refilled_by_each_block():
+    # As the library's: `record` (also `_record`) is the same TraceRecord for the session's life.
+    model = _model()
+    session = _run(model, steps=1)
     record = session.record
-    record.metadata.model_name = "changed"
-    assert session.record.metadata.model_name == "Sequential"
+    assert record is session.record and record is session._record
+    assert record.layers[0].forward_count == 1
+    with session:
+        model(torch.randn(5, 8))
+        model(torch.randn(5, 8))
+    assert record.layers[0].forward_count == 2  # Refilled in place by the next block.
     assert tracetorch.TraceSession is TraceSession

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tracetorch import LayerTrace, TensorStats, TraceRecord
+from tracetorch import LayerTrace, TensorInfo, TensorStats, TraceRecord
 from tracetorch.storage import export_json, load_json, save_json
 
 UPSTREAM_TRACES = ["example_trace.json", "train_trace.json", "train_trace_perturbed.json"]
@@ -36,7 +36,7 @@ def test_upstream_train_trace_attribute_access(train_record):
     assert stem.grad_in_norm is None and stem.fwd_mem_alloc_delta is None
     out = stem.outputs[0]
     assert out.shape == [16, 64] and out.dtype == "torch.float32" and out.device == "cpu"
-    assert out.std == pytest.approx(0.5656893849372864, rel=1e-12)
+    assert out.stats.std == pytest.approx(0.5656893849372864, rel=1e-12)
     assert out.nan_count == 0 and out.inf_count == 0
     md = train_record.metadata
     assert md.pytorch_version == "1.13.0a0" and md.cuda_available is False
@@ -47,7 +47,7 @@ def test_upstream_train_trace_attribute_access(train_record):
 def test_example_trace_int_input_has_null_stats(load_upstream):
     record, _ = load_upstream("example_trace.json")
     ids = record.layers[0].inputs[0]
-    assert ids.dtype == "torch.int64" and ids.has_stats and ids.mean is None
+    assert ids.dtype == "torch.int64" and ids.stats is not None and ids.stats.mean is None
 
 
 @pytest.mark.parametrize("name", UPSTREAM_TRACES)
@@ -79,7 +79,7 @@ def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path: Path, train_reco
 
 def test_non_finite_values_are_written_as_null(tmp_path: Path):
     record = TraceRecord(layers=[LayerTrace(full_name="x", latency_ms=math.inf, outputs=[
-        TensorStats([4], "torch.float32", "cpu", mean=math.nan, nan_count=4)])])
+        TensorInfo([4], "torch.float32", "cpu", stats=TensorStats(mean=math.nan, nan_count=4))])])
     path = save_json(record, tmp_path / "nan.json")
     text = path.read_text(encoding="utf-8")
     assert "NaN" not in text and "Infinity" not in text
@@ -97,7 +97,7 @@ def test_loader_accepts_python_nan_tokens(tmp_path: Path):
             "std": math.inf, "min": None, "max": None, "nan_count": 1, "inf_count": 1}]}],
         "warnings": []}), encoding="utf-8")
     assert "NaN" in path.read_text(encoding="utf-8")
-    out = load_json(path).layers[0].outputs[0]
+    out = load_json(path).layers[0].outputs[0].stats
     assert math.isnan(out.mean) and out.std == math.inf
 
 

@@ -112,16 +112,19 @@ def test_capture_stats_off_still_counts_nan():
         model(x)
     doc, by_name = layers(session)
     out = by_name["fc1"]["outputs"][0]
-    assert out["mean"] is None and out["std"] is None
-    assert out["nan_count"] == 16  # One NaN row of the batch.
+    # No statistics (the library's stats=None: no stat keys), but the counts beside them.
+    assert "mean" not in out and "std" not in out and "nan_count" not in out
+    assert out["nonfinite"] == {"nan_count": 16, "inf_count": 0}  # One NaN row of the batch.
     assert by_name["fc1"]["has_nan"]
     assert doc["metadata"]["nan_origin"]["layer"] == "<input>"
+    tensor = session.record.layers[0].outputs[0]
+    assert tensor.stats is None and tensor.nan_count == 16 and tensor.inf_count == 0
     clean = MLP()
     with TraceSession(clean, capture_stats=False) as s2:
         clean(torch.randn(2, 8))
     _, by2 = layers(s2)
-    assert by2["fc2"]["outputs"][0]["nan_count"] == 0
-    assert by2["fc2"]["outputs"][0]["mean"] is None
+    assert by2["fc2"]["outputs"][0]["nonfinite"] == {"nan_count": 0, "inf_count": 0}
+    assert "mean" not in by2["fc2"]["outputs"][0]
 
 
 def test_reentry_starts_clean_and_nested_entry_raises():
@@ -421,8 +424,10 @@ def test_thresholds_and_bad_arguments():
         TraceSession(model, thresholds={"no_such_field": 1.0})
     with pytest.raises(TypeError):
         TraceSession("not a module")
+    # Below the minimum is raised to it, as the library does (and logged), not refused.
+    assert TraceSession(model, watch_path="/tmp/x.json", watch_interval_s=0.01)._watch_interval_s == 0.1
     with pytest.raises(ValueError):
-        TraceSession(model, watch_path="/tmp/x.json", watch_interval_s=0.01)
+        TraceSession(model, watch_path="/tmp/x.json", watch_interval_s=float("nan"))
     session = TraceSession(model, thresholds=tracetorch.Thresholds(high_variance_min=0.0001))
     with session:
         model(torch.randn(4, 8) * 10)

@@ -10,4 +10,8 @@ The checks run in C++ (trace/anomaly.h).
 
 from tracetorch._C import Anomaly, AnomalySeverity, AnomalyType, Thresholds, detect_anomalies
 
-__all__ = ["Anomaly", "AnomalySeverity", "AnomalyType", "Thresholds", "detect_anomalies"]
+# The thresholds detect_anomalies uses when given none.
+DEFAULT_THRESHOLDS = Thresholds()
+
+__all__ = ["DEFAULT_THRESHOLDS", "Anomaly", "AnomalySeverity", "AnomalyType", "Thresholds",
+           "detect_anomalies"]

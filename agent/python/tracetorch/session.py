@@ -7,12 +7,9 @@
     print(session.summary())
     session.export("trace.json")
 
-While a session is active, each child module's ``forward`` (the root's too) is replaced by a thin
-wrapper that hands the call's arguments and result to the native engine (``tracetorch._C``), which
-flattens the tensors, computes statistics in one fused pass per distinct tensor, times the call and
-attaches C++ autograd hooks for the backward pass. Leaving the ``with`` block restores every
-``forward`` exactly as it was. Keyword arguments are traced too (torch 1.13's module hooks cannot see
-them). The wrapper keeps the original's signature visible to ``inspect`` (``__wrapped__``).
+While a session is active its HookManager (tracetorch.hooks) intercepts every module call and
+hands it to the native engine (``tracetorch._C``); leaving the ``with`` block restores every
+``forward`` exactly as it was.
 
 Streaming: with ``daemon=`` (a socket path or ``unix://`` address), or with ``TRACETORCH_DAEMON`` set
 in the environment when ``daemon`` is None, every ``with`` block is also streamed live to
@@ -31,9 +28,8 @@ records nothing.
 from __future__ import annotations
 
 import atexit
-import copy
-import functools
 import logging
+import math
 import os
 import platform
 import time
@@ -44,6 +40,9 @@ from typing import Any, Optional, Union
 import torch
 
 from tracetorch import _C
+from tracetorch._C import TraceRecord
+from tracetorch.hooks import HookManager
+from tracetorch.storage import save_json
 
 __all__ = ["TraceSession"]
 
@@ -86,88 +85,28 @@ def _resolve_daemon(daemon: Any) -> Optional[str]:
     )
 
 
-class _TracedForward:
-    """The instance-level ``forward`` installed on a traced module.
-
-    A small callable object rather than a closure so that copying the model inside a ``with`` block
-    stays correct: ``copy.deepcopy`` gives the copy its own untraced forward (not this wrapper, which
-    would run the ORIGINAL module's forward), and pickling stores the untraced forward too.
-    """
-
-    __slots__ = ("_pre", "_post", "_abort", "_original", "_module", "_layer_id", "_is_root",
-                 "_previous", "__dict__")
-
-    def __init__(self, engine: Any, module: torch.nn.Module, original: Any, layer_id: int,
-                 is_root: bool, previous: Any) -> None:
-        self._pre = engine.pre
-        self._post = engine.post
-        self._abort = engine.abort
-        self._original = original
-        self._module = module
-        self._layer_id = layer_id
-        self._is_root = is_root
-        self._previous = previous  # The module's own instance-level forward, if it had one.
-        try:
-            functools.update_wrapper(self, original)  # __wrapped__, __name__, __doc__ for inspect.
-        except (AttributeError, TypeError):
-            self.__wrapped__ = original
-
-    def __call__(self, *args, **kwargs):
-        call = self._pre(self._layer_id, self._is_root, args, kwargs)
-        try:
-            output = self._original(*args, **kwargs)
-        except BaseException:
-            self._abort(call)
-            raise
-        self._post(call, output)
-        return output
-
-    def __deepcopy__(self, memo):
-        new_module = memo.get(id(self._module))
-        if self._previous is not None:
-            return copy.deepcopy(self._previous, memo)
-        if new_module is None:  # The wrapper copied on its own: behave like the original.
-            return self._original
-        return type(new_module).forward.__get__(new_module)
-
-    def __reduce__(self):
-        if self._previous is not None:
-            return (_identity, (self._previous,))
-        return (_class_forward, (self._module,))
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _class_forward(module: torch.nn.Module) -> Any:
-    return type(module).forward.__get__(module)
-
-
-def _direct_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters(recurse=False))
-
-
 class TraceSession:
     """Traces a model while the ``with`` block runs.
 
     Args:
         model: the ``torch.nn.Module`` to trace. Child modules are recorded as layers (a model
             without children records the root itself).
-        capture_stats: compute mean/std/min/max of every input and output. When False only NaN/Inf
-            counts are computed (cheaply), so NaN detection keeps working.
+        capture_stats: compute mean/std/min/max of every input and output. When False the tensors
+            carry no statistics (``stats`` is None) but NaN/Inf values are still counted
+            (``TensorInfo.nan_count``), so NaN detection keeps working.
         model_name: recorded in the metadata; defaults to the model's class name.
         thresholds: anomaly thresholds (``tracetorch.Thresholds``, a dict of its fields, or None).
         watch_path: when set, the trace so far is written there every ``watch_interval_s`` seconds
             (atomically), and once more, with anomalies, when the block ends.
-        watch_interval_s: at least 0.1.
+        watch_interval_s: seconds between watch writes; below 0.1 it is raised to 0.1 (logged).
         daemon: stream each ``with`` block to tracetorchd at this socket path or ``unix://``
             address. None (default): ``$TRACETORCH_DAEMON`` when set, else no streaming. True: the
             default socket. False: never stream.
 
     Each ``with`` starts a clean trace; entering a session that is already active raises
     RuntimeError. ``record``, ``anomalies``, ``export()`` and ``summary()`` describe the last finished
-    block (or, inside the block, the trace so far).
+    block (inside the block: the trace so far). ``record`` is one TraceRecord object for the
+    session's life, refilled in place, as the library's is.
     """
 
     def __init__(
@@ -182,21 +121,21 @@ class TraceSession:
     ) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        if watch_path is not None and not float(watch_interval_s) >= _MIN_WATCH_INTERVAL_S:
-            raise ValueError(
-                f"watch_interval_s must be at least {_MIN_WATCH_INTERVAL_S}, got {watch_interval_s}"
-            )
-        self.model = model
-        self.capture_stats = bool(capture_stats)
-        self.model_name = model_name or type(model).__name__
-        self.watch_path = None if watch_path is None else os.fspath(watch_path)
-        self.watch_interval_s = float(watch_interval_s)
+        # The library's attribute names: code and tests written against it read them.
+        self._model = model
+        self._capture_stats = bool(capture_stats)
+        self._model_name = model_name or type(model).__name__
+        self._watch_path = None if watch_path is None else Path(watch_path)
+        self._watch_interval_s = _watch_interval(watch_interval_s, watch_path is not None)
+        self._record = TraceRecord()
+        self._anomalies: list = []
         from_env = daemon is None
         self.daemon = _resolve_daemon(daemon)
         self._engine = _C._SessionEngine(
-            capture_stats=self.capture_stats, thresholds=thresholds, metadata=self._metadata()
+            capture_stats=self._capture_stats, thresholds=thresholds, metadata=self._metadata()
         )
-        self._installed: list = []  # (module, had_instance_forward, previous_instance_forward)
+        self._hook_manager = HookManager(model, self._record, capture_stats=self._capture_stats,
+                                         engine=self._engine)
         self._active = False
         self._started_at = 0.0
         self._daemon_from_env = from_env
@@ -207,6 +146,31 @@ class TraceSession:
                 _C._parse_daemon_address(self.daemon)
             except ValueError as e:
                 self._ignore_bad_env(e)
+
+    # Our public names for the same settings.
+    @property
+    def model(self) -> torch.nn.Module:
+        return self._model
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @model_name.setter
+    def model_name(self, value: str) -> None:
+        self._model_name = value
+
+    @property
+    def capture_stats(self) -> bool:
+        return self._capture_stats
+
+    @property
+    def watch_path(self) -> Optional[str]:
+        return None if self._watch_path is None else os.fspath(self._watch_path)
+
+    @property
+    def watch_interval_s(self) -> float:
+        return self._watch_interval_s
 
     def _connect_daemon(self) -> None:
         try:
@@ -230,12 +194,13 @@ class TraceSession:
         if self.daemon is not None:
             self._connect_daemon()
         self._engine.start()
+        self._anomalies = []
         try:
-            self._install()
-            if self.watch_path is not None:
-                self._engine.start_watch(self.watch_path, self.watch_interval_s)
+            self._hook_manager.register()
+            if self._watch_path is not None:
+                self._engine.start_watch(os.fspath(self._watch_path), self._watch_interval_s)
         except BaseException:
-            self._uninstall()
+            self._hook_manager.unregister()
             self._engine.finish(None)
             raise
         self._active = True
@@ -247,21 +212,32 @@ class TraceSession:
         total_ms = (time.perf_counter() - self._started_at) * 1000.0
         self._active = False
         _open_sessions.discard(self)
-        self._uninstall()
+        self._hook_manager.unregister()
         self._engine.finish(total_ms)
+        self._engine.fill_record(self._record)
+        self._anomalies = self._engine.anomalies()
         return False
 
     # ---- results -------------------------------------------------------------------------------
 
     @property
-    def record(self) -> "_C.TraceRecord":
-        """The trace (a ``tracetorch.TraceRecord``), with its anomalies once the block has ended."""
-        return self._engine.record()
+    def record(self) -> TraceRecord:
+        """The trace (a ``tracetorch.TraceRecord``), with its anomalies once the block has ended.
+
+        Always the same object (``_record``); inside the block it is refilled with the trace so far
+        on each access.
+        """
+        if self._active:
+            self._engine.fill_record(self._record)
+        return self._record
 
     @property
     def anomalies(self) -> list:
-        """The anomalies of the trace (``tracetorch.Anomaly`` list)."""
-        return self._engine.anomalies()
+        """The anomalies of the trace (``tracetorch.Anomaly`` list); inside the block, those of the
+        trace so far."""
+        if self._active:
+            return self._engine.anomalies()
+        return self._anomalies
 
     @property
     def hook_errors(self) -> int:
@@ -280,25 +256,38 @@ class TraceSession:
         return self._engine.daemon_stats()
 
     def export(self, path: Union[str, os.PathLike]) -> Path:
-        """Writes the trace as JSON (atomically) and returns the path."""
+        """Writes the trace as JSON (atomically, creating missing directories) and returns the
+        path. Inside the block: the trace so far, with its anomalies."""
         out = Path(path)
-        self._engine.write(os.fspath(out))
-        return out
+        if self._active:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            self._engine.write(os.fspath(out))
+            return out
+        return save_json(self._record, out)
 
     def summary(self) -> str:
-        """A short text report: model, layers, forward passes, parameters, time, anomalies."""
-        return self._engine.summary()
+        """A text report: model, layers traced, parameters, time, forward passes, the slowest
+        layers, on CUDA the heaviest allocators, and the anomalies (see agent/summary.h).
+
+        Reads ``_record``, ``_model_name`` and ``_anomalies``, so that a session whose record was
+        filled in by hand (as the library's tests do) summarises it too.
+        """
+        engine = getattr(self, "_engine", None)
+        if engine is None:  # Made with __new__ and filled in by hand.
+            return _C._session_summary(self._record, self._model_name, self._anomalies)
+        return _C._session_summary(self.record, self._model_name, self.anomalies,
+                                   steps=engine.steps, hook_errors=engine.hook_errors)
 
     # ---- internals -----------------------------------------------------------------------------
 
     def _metadata(self) -> dict:
         cuda = torch.cuda.is_available()
         device = "cpu"
-        for p in self.model.parameters():
+        for p in self._model.parameters():
             device = str(p.device)
             break
         return {
-            "model_name": self.model_name,
+            "model_name": self._model_name,
             "pytorch_version": torch.__version__,
             "python_version": platform.python_version(),
             "platform": platform.platform(),
@@ -307,42 +296,24 @@ class TraceSession:
             "active_device": device,
         }
 
-    def _install(self) -> None:
-        engine = self._engine
-        children = [(n, m) for n, m in self.model.named_modules() if n]
-        targets = []
-        if children:
-            targets.append((self.model, -1, True))
-            for full_name, module in children:
-                layer_id = engine.declare_layer(
-                    full_name.rsplit(".", 1)[-1],
-                    type(module).__name__,
-                    full_name,
-                    full_name.count(".") + 1,
-                    _direct_params(module),
-                )
-                targets.append((module, layer_id, False))
-        else:
-            name = type(self.model).__name__
-            layer_id = engine.declare_layer(name, name, name, 0, _direct_params(self.model))
-            targets.append((self.model, layer_id, True))
-        for module, layer_id, is_root in targets:
-            if isinstance(module, torch.jit.ScriptModule):
-                continue  # Compiled modules keep their forward; they are traced as a whole.
-            had_own = "forward" in module.__dict__
-            previous = module.__dict__.get("forward")
-            wrapper = _TracedForward(engine, module, module.forward, layer_id, is_root, previous)
-            object.__setattr__(module, "forward", wrapper)
-            self._installed.append((module, had_own, previous))
-
-    def _uninstall(self) -> None:
-        while self._installed:
-            module, had_own, previous = self._installed.pop()
-            if had_own:
-                object.__setattr__(module, "forward", previous)
-            else:
-                module.__dict__.pop("forward", None)
-
     def __repr__(self) -> str:
         state = "active" if self._active else "inactive"
-        return f"TraceSession(model={self.model_name!r}, {state})"
+        return f"TraceSession(model={self._model_name!r}, {state})"
+
+
+_clamp_logged = False
+
+
+def _watch_interval(value: Any, watching: bool) -> float:
+    """The library's clamp: below 0.1 s becomes 0.1 s (logged once per process)."""
+    global _clamp_logged
+    interval = float(value)
+    if math.isnan(interval) or (watching and math.isinf(interval)):
+        raise ValueError(f"watch_interval_s must be a number of seconds, got {value!r}")
+    if interval < _MIN_WATCH_INTERVAL_S:
+        if not _clamp_logged:
+            _clamp_logged = True
+            _log.warning("tracetorch: watch_interval_s=%r is below the minimum; using %s s",
+                         value, _MIN_WATCH_INTERVAL_S)
+        interval = _MIN_WATCH_INTERVAL_S
+    return interval

@@ -12,6 +12,7 @@ including Python's ``NaN``/``Infinity`` tokens and files of older versions.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from tracetorch import _C
 from tracetorch._C import TraceRecord
 
 __all__ = ["export_json", "load_json", "save_json"]
+
+_log = logging.getLogger("tracetorch")
 
 
 def load_json(path: str | os.PathLike[str]) -> TraceRecord:
@@ -29,8 +32,15 @@ def load_json(path: str | os.PathLike[str]) -> TraceRecord:
         PermissionError: the file cannot be opened.
         ValueError: the file is empty, not JSON (the message names the line and column) or not a
             trace (the message names the field, e.g. ``layers[2].outputs[0].shape``).
+
+    Warnings of a type this version does not know (another tool's checks) are kept as they are,
+    and logged through the ``tracetorch`` logger.
     """
-    return _C.read_trace_file(path)
+    record = _C.read_trace_file(path)
+    note = _C._describe_unknown_anomaly_types(record)
+    if note:
+        _log.warning("tracetorch: %s: %s", os.fspath(path), note)
+    return record
 
 
 def save_json(record: TraceRecord, path: str | os.PathLike[str], *, indent: int = 2) -> Path:

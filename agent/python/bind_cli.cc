@@ -1,0 +1,196 @@
+// Python bindings of the command line; see bind_cli.h.
+#include "agent/python/bind_cli.h"
+
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <optional>
+#include <ostream>
+#include <streambuf>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "agent/python/record_convert.h"
+#include "cli/commands.h"
+#include "cli/filter.h"
+#include "trace/format.h"
+#include "trace/record.h"
+
+namespace tracetorch::python {
+namespace {
+
+// A streambuf that hands what is written to a Python text stream (its write() and flush()) at
+// every flush of the std::ostream and whenever 64 KiB have gathered. A Python exception from the
+// stream (a closed pipe) fails the std::ostream, as a failed write(2) would, and is kept for the
+// caller to raise once the command has returned.
+class PyStreamBuf final : public std::streambuf {
+ public:
+  explicit PyStreamBuf(py::object stream) : stream_(std::move(stream)) {}
+
+  // Raises the stream's exception, if it had one.
+  void RethrowError() {
+    if (error_.has_value()) {
+      py::error_already_set error = std::move(*error_);
+      error_.reset();
+      throw error;
+    }
+  }
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+    pending_.push_back(traits_type::to_char_type(ch));
+    if (pending_.size() >= kFlushAt && !Flush()) return traits_type::eof();
+    return ch;
+  }
+
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    pending_.append(s, static_cast<size_t>(n));
+    if (pending_.size() >= kFlushAt && !Flush()) return 0;
+    return n;
+  }
+
+  int sync() override { return Flush() ? 0 : -1; }
+
+ private:
+  static constexpr size_t kFlushAt = 64 * 1024;
+
+  bool Flush() {
+    if (error_.has_value()) return false;
+    if (pending_.empty()) return true;
+    try {
+      // Our output is UTF-8; a stray byte must not lose the rest of it.
+      py::object text = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+          pending_.data(), static_cast<Py_ssize_t>(pending_.size()), "replace"));
+      if (!text) throw py::error_already_set();
+      pending_.clear();
+      stream_.attr("write")(text);
+      stream_.attr("flush")();
+    } catch (py::error_already_set& e) {
+      pending_.clear();
+      error_ = std::move(e);
+      return false;
+    }
+    return true;
+  }
+
+  py::object stream_;
+  std::string pending_;
+  std::optional<py::error_already_set> error_;
+};
+
+int RunCli(const std::vector<std::string>& args, const py::object& out, const py::object& err,
+           const py::object& sleep, bool stdout_is_tty, bool no_color) {
+  std::vector<const char*> argv;
+  argv.push_back("tracetorch");
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  PyStreamBuf out_buf(out);
+  PyStreamBuf err_buf(err);
+  std::ostream out_stream(&out_buf);
+  std::ostream err_stream(&err_buf);
+  const cli::CliEnvironment env{
+      .out = &out_stream,
+      .err = &err_stream,
+      .stdout_is_tty = stdout_is_tty,
+      .no_color = no_color,
+      .wait =
+          [&sleep](absl::Duration timeout) {
+            try {
+              sleep(absl::ToDoubleSeconds(timeout));
+            } catch (py::error_already_set& e) {
+              if (e.matches(PyExc_KeyboardInterrupt)) return false;  // Ctrl+C: stop watching.
+              throw;
+            }
+            return true;
+          },
+  };
+  const int code =
+      cli::RunTracetorchCommand(static_cast<int>(argv.size()), argv.data(), env, nullptr);
+  out_stream.flush();
+  err_stream.flush();
+  out_buf.RethrowError();
+  err_buf.RethrowError();
+  return code;
+}
+
+std::optional<std::string> NoneIfEmpty(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+
+void BindFilterOptions(py::module_& m) {
+  py::class_<cli::LayerFilter> cls(m, "FilterOptions", R"doc(
+The layer selection of `tracetorch inspect` and `watch` (--filter, --type, --min-latency), under
+tracetorch-ml's names. Unset criteria (None) match every layer; set ones combine with AND:
+
+  name_pattern    fnmatch glob on full_name ('*' also matches '.'): "blocks.*"
+  module_type     exact class name: "Linear"
+  min_latency_ms  latency_ms_mean (latency_ms when the mean is unknown) >= this; a layer without
+                  any latency does not match
+
+    FilterOptions(name_pattern="enc*", module_type="Linear").matches(layer)
+)doc");
+  cls.def(
+         py::init([](std::optional<std::string> name_pattern,
+                     std::optional<std::string> module_type, std::optional<double> min_latency_ms) {
+           return cli::LayerFilter{.name_glob = name_pattern.value_or(""),
+                                   .type = module_type.value_or(""),
+                                   .min_latency_ms = min_latency_ms};
+         }),
+         py::arg("name_pattern") = py::none(), py::arg("module_type") = py::none(),
+         py::arg("min_latency_ms") = py::none())
+      .def_property(
+          "name_pattern", [](const cli::LayerFilter& f) { return NoneIfEmpty(f.name_glob); },
+          [](cli::LayerFilter& f, std::optional<std::string> v) { f.name_glob = v.value_or(""); })
+      .def_property(
+          "module_type", [](const cli::LayerFilter& f) { return NoneIfEmpty(f.type); },
+          [](cli::LayerFilter& f, std::optional<std::string> v) { f.type = v.value_or(""); })
+      .def_readwrite("min_latency_ms", &cli::LayerFilter::min_latency_ms, "float | None")
+      .def("matches", &cli::LayerFilter::Matches, py::arg("layer"),
+           "Whether `layer` (a LayerTrace) passes every set criterion.")
+      .def(
+          "__eq__",
+          [](const cli::LayerFilter& a, const cli::LayerFilter& b) {
+            return a.name_glob == b.name_glob && a.type == b.type &&
+                   a.min_latency_ms == b.min_latency_ms;
+          },
+          py::is_operator())
+      .def("__repr__", [](const cli::LayerFilter& f) {
+        return absl::StrCat("FilterOptions(name_pattern=", Repr(py::cast(NoneIfEmpty(f.name_glob))),
+                            ", module_type=", Repr(py::cast(NoneIfEmpty(f.type))),
+                            ", min_latency_ms=", OptRepr(f.min_latency_ms), ")");
+      });
+}
+
+// The formatters of the CLI's text (trace/format.h), under tracetorch-ml's names.
+void BindFormatters(py::module_& m) {
+  m.def("format_params", &FormatCount, py::arg("count"),
+        "650 -> '650', 2112 -> '2.1K', 1.8e6 -> '1.8M'.");
+  m.def("format_ms", &FormatMs, py::arg("ms"),
+        "0.0346 -> '0.035ms', 4.081 -> '4.08ms', 81.7 -> '81.7ms'.");
+  m.def("format_shape", &FormatShape, py::arg("shape"), "[16, 64] -> '[16, 64]'.");
+  m.def(
+      "format_bytes",
+      [](std::optional<double> bytes) -> std::string {
+        if (!bytes) return "-";
+        if (!std::isfinite(*bytes) || std::fabs(*bytes) >= 9.2e18) return FormatFixed(*bytes, 0);
+        return FormatBytes(std::llround(*bytes));
+      },
+      py::arg("num_bytes"),
+      "512 -> '512B', 2048 -> '2.0KiB', -1.5 MiB -> '-1.50MiB'; None -> '-'.");
+}
+
+}  // namespace
+
+void BindCli(py::module_& m) {
+  BindFilterOptions(m);
+  BindFormatters(m);
+  m.attr("_NEEDS_DAEMON_CLIENT") = py::int_(static_cast<int>(cli::kNeedsDaemonClient));
+  m.def("_run_cli", &RunCli, py::arg("argv"), py::arg("stdout"), py::arg("stderr"),
+        py::arg("sleep"), py::kw_only(), py::arg("stdout_is_tty") = false,
+        py::arg("no_color") = false, "Runs `tracetorch ARGV...` in this process (bind_cli.h).");
+}
+
+}  // namespace tracetorch::python

@@ -1,0 +1,84 @@
+// The subcommands of `tracetorch` that talk to a running tracetorchd: what the command line asked
+// for (parsed by RunTracetorchCommand, commands.h, in every build of the command) and the interface
+// that runs it. The implementation over the daemon's gRPC TraceService is GrpcDaemonCommands
+// (remote_commands.h, library tracetorch_cli_lib); the Python package's in-process command has no
+// daemon client and runs the `tracetorch` program for these instead.
+//
+// Plain data: no protobuf, no gRPC, so that the command line links without them.
+#ifndef TRACETORCH_CLI_DAEMON_COMMANDS_H_
+#define TRACETORCH_CLI_DAEMON_COMMANDS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/filter.h"
+#include "cli/text.h"
+#include "trace/diff.h"
+
+namespace tracetorch::cli {
+
+struct CliEnvironment;  // commands.h
+
+// `sessions [--remote ADDR] [--json]`.
+struct SessionsRequest {
+  std::string remote;  // Empty: the default service address.
+  bool json = false;
+};
+
+// `snapshot SESSION|latest [-o FILE] [--remote ADDR]`.
+struct SnapshotRequest {
+  std::string session;
+  std::string output;  // Empty: stdout.
+  std::string remote;
+};
+
+// `diff --remote [ADDR] BASELINE CURRENT`: the operands as written (see remote_diff.h), after
+// --remote's optional value was put back where it belonged.
+struct RemoteDiffRequest {
+  std::string address;  // Empty: the default service address.
+  std::string baseline;
+  std::string current;
+  DiffThresholds thresholds;
+  bool json = false;
+};
+
+// `baseline set NAME SOURCE | list [--json] | rm NAME`, each with [--remote ADDR].
+struct BaselineRequest {
+  enum class Action { kSet, kList, kRemove };
+  Action action = Action::kList;
+  std::string name;
+  std::string source;
+  std::string remote;
+  bool json = false;
+};
+
+// `watch --remote [ADDR] [SESSION]` / `watch --job JOB`.
+struct RemoteWatchRequest {
+  std::string remote_value;          // --remote's value ("" when given bare).
+  std::vector<std::string> targets;  // The positional words.
+  std::string job_id;
+  std::optional<double> interval_s;  // --interval when given.
+  bool json = false;
+  double connect_timeout_s = 3.0;
+  LayerFilter filter;
+};
+
+// Runs the daemon subcommands. Each returns the exit code (commands.h) and prints what the command
+// prints, errors included, on env.out / env.err.
+class DaemonCommands {
+ public:
+  virtual ~DaemonCommands() = default;
+
+  virtual int Sessions(const SessionsRequest& request, const CliEnvironment& env) const = 0;
+  virtual int Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const = 0;
+  virtual int Diff(const RemoteDiffRequest& request, const Style& style,
+                   const CliEnvironment& env) const = 0;
+  virtual int Baseline(const BaselineRequest& request, const CliEnvironment& env) const = 0;
+  virtual int Watch(const RemoteWatchRequest& request, const Style& style,
+                    const CliEnvironment& env) const = 0;
+};
+
+}  // namespace tracetorch::cli
+
+#endif  // TRACETORCH_CLI_DAEMON_COMMANDS_H_

@@ -1,0 +1,139 @@
+#include "cli/remote_commands.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "cli/command_io.h"
+#include "cli/daemon_connect.h"
+#include "cli/json_output.h"
+#include "cli/labels.h"
+#include "cli/remote_diff.h"
+#include "cli/remote_watch.h"
+#include "cli/session_labels.h"
+#include "cli/terminal.h"
+#include "cli/watch.h"
+#include "protocol/address.h"
+#include "protocol/record_proto.h"
+#include "service_client/service_client.h"
+#include "trace/json.h"
+
+namespace tracetorch::cli {
+namespace {
+
+// The daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.
+std::string ServiceAddress(const std::string& remote) {
+  return remote.empty() ? protocol::DefaultServiceAddress() : remote;
+}
+
+std::string SessionsToText(const v1::ListSessionsResponse& list) {
+  if (list.sessions_size() == 0) return "no sessions\n";
+  std::string out = absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s\n", "SESSION", "STATE",
+                                    "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED");
+  for (const v1::SessionInfo& s : list.sessions()) {
+    const v1::ProcessIdentity& id = s.identity();
+    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n",
+                          Sanitize(s.session_id()), SessionStateName(s.state()), id.pid(),
+                          id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
+                          id.model_name().empty() ? std::string("-") : Sanitize(id.model_name()),
+                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events());
+  }
+  return out;
+}
+
+}  // namespace
+
+int GrpcDaemonCommands::Sessions(const SessionsRequest& request, const CliEnvironment& env) const {
+  const std::string address = ServiceAddress(request.remote);
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectToDaemon(address, absl::Seconds(5));
+  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
+  absl::StatusOr<v1::ListSessionsResponse> list = (*rpc)->ListSessions();
+  if (!list.ok()) return Fail(env, DescribeRemoteError(list.status(), address));
+  if (request.json) {
+    PrintLine(SessionsToJson(*list), env);
+  } else {
+    *env.out << SessionsToText(*list);
+    env.out->flush();
+  }
+  return kExitOk;
+}
+
+int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const {
+  const std::string address = ServiceAddress(request.remote);
+  if (request.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
+  absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
+      ConnectToDaemon(address, absl::Seconds(5));
+  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
+  absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(request.session);
+  if (!snapshot.ok()) {
+    if (snapshot.status().code() == absl::StatusCode::kNotFound) {
+      return Fail(
+          env, absl::StrCat("unknown session '", request.session, "' (see 'tracetorch sessions')"));
+    }
+    return Fail(env, DescribeRemoteError(snapshot.status(), address));
+  }
+  const TraceRecord record = FromProto(snapshot->record());
+  if (request.output.empty()) {
+    PrintLine(TraceToJson(record), env);
+    return kExitOk;
+  }
+  if (absl::Status s = WriteTraceFile(request.output, record); !s.ok()) {
+    return Fail(env, absl::StrCat(request.output, ": ", s.message()));
+  }
+  return kExitOk;
+}
+
+int GrpcDaemonCommands::Diff(const RemoteDiffRequest& request, const Style& style,
+                             const CliEnvironment& env) const {
+  return RunRemoteDiff(request, style, env);
+}
+
+int GrpcDaemonCommands::Baseline(const BaselineRequest& request, const CliEnvironment& env) const {
+  return RunBaseline(request, env);
+}
+
+int GrpcDaemonCommands::Watch(const RemoteWatchRequest& request, const Style& style,
+                              const CliEnvironment& env) const {
+  if (!std::isfinite(request.connect_timeout_s) || request.connect_timeout_s < 0 ||
+      request.connect_timeout_s > 3600) {
+    return Fail(env, absl::StrCat("--connect-timeout must be a number of seconds in [0, 3600], "
+                                  "got ",
+                                  request.connect_timeout_s));
+  }
+  absl::StatusOr<RemoteWatchTarget> target = ResolveRemoteWatchTarget(RemoteWatchArgs{
+      .remote_value = request.remote_value,
+      .targets = request.targets,
+      .job_id = request.job_id,
+      .default_address = protocol::DefaultServiceAddress(),
+  });
+  if (!target.ok()) return Fail(env, std::string(target.status().message()));
+  RemoteWatchOptions options;
+  options.interval = absl::Seconds(request.interval_s.value_or(0.5));
+  options.json = request.json;
+  options.redraw_in_place = env.stdout_is_tty && !request.json;
+  options.view.style = request.json ? Style::Plain() : style;
+  options.view.filter = request.filter;
+  options.terminal_size = [] { return QueryTerminalSize(STDOUT_FILENO); };
+  options.connect_timeout = absl::Seconds(request.connect_timeout_s);
+  // The signal mask first: the gRPC threads started next inherit it.
+  const Waiter wait = env.wait ? env.wait : MakeSignalWaiter();
+  absl::Status s = RunRemoteWatchCommand(*target, std::move(options), env.out, wait);
+  if (!s.ok()) return Fail(env, std::string(s.message()));
+  return kExitOk;
+}
+
+int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) {
+  const GrpcDaemonCommands daemon;
+  return RunTracetorchCommand(argc, argv, env, &daemon);
+}
+
+}  // namespace tracetorch::cli
