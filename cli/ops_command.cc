@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/command_io.h"
+#include "cli/source.h"
 #include "trace/json_writer.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
@@ -71,11 +72,8 @@ int OpsCommand::Run(const Style& style, const CliEnvironment& env) const {
     add(*parsed);
   }
   absl::StatusOr<OpGraph> graph = ReadOpGraphFile(file_);
-  if (!graph.ok()) {
-    const std::string message(graph.status().message());
-    return Fail(env, message.find(file_) == std::string::npos ? absl::StrCat(file_, ": ", message)
-                                                              : message);
-  }
+  // The words of every other file command ("x.json: file not found").
+  if (!graph.ok()) return Fail(env, DescribeLoadError(file_, graph.status()));
   std::vector<int32_t> selected;
   for (size_t i = 0; i < graph->ops.size(); ++i) {
     if (selector.Matches(*graph, static_cast<int32_t>(i))) {

@@ -85,7 +85,10 @@ TEST(OpsCommand, FiltersWithTheSelectorVocabulary) {
 }
 
 TEST(OpsCommand, BadInputIsOneLineExit2) {
-  ExpectOneLineError(RunCli({"ops", ::testing::TempDir() + "/no_such_ops.json"}));
+  const std::string missing = ::testing::TempDir() + "/no_such_ops.json";
+  const test_util::CliResult none = RunCli({"ops", missing});
+  ExpectOneLineError(none);
+  EXPECT_EQ(none.err, "tracetorch: " + missing + ": file not found\n");
   ExpectOneLineError(RunCli({"ops", WriteGraph(), "--select", "func(conv2d"}));
   const test_util::CliResult r =
       RunCli({"ops", std::string(TRACETORCH_FIXTURES_DIR) + "/upstream/train_trace.json"});
