@@ -11,11 +11,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/ops/ivalue_tensors.h"
 #include "agent/ops/script_hierarchy.h"
 #include "guest/hook_guard.h"
 
 namespace tracetorch::libtorch_internal {
 namespace {
+
+using ops::ForEachTensor;
 
 thread_local CaptureEngine* t_engine = nullptr;
 // Keeps an engine whose session was destroyed on another thread alive until this thread can
@@ -49,19 +52,6 @@ bool IsInPlaceName(const char* name) {
   if (name == nullptr) return false;
   const size_t n = std::strlen(name);
   return n > 1 && name[n - 1] == '_' && name[n - 2] != '_';
-}
-
-template <typename Fn>
-void ForEachTensor(const c10::IValue& v, Fn&& fn) {
-  if (v.isTensor()) {
-    fn(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList().vec()) fn(t);
-  } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) fn(e.toTensor());
-    }
-  }
 }
 
 }  // namespace

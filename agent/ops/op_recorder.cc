@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/ops/ivalue_tensors.h"
 #include "agent/ops/script_hierarchy.h"
 #include "agent/stats.h"
 #include "trace/json_writer.h"
@@ -87,19 +88,6 @@ void AppendArgJson(const c10::IValue& v, std::string* out, int depth = 0) {
     out->push_back(']');
   } else {
     AppendJsonString(absl::StrCat("<", v.tagKind(), ">"), out);
-  }
-}
-
-template <typename Fn>
-void ForEachTensor(const c10::IValue& v, Fn&& fn) {
-  if (v.isTensor()) {
-    fn(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList().vec()) fn(t);
-  } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) fn(e.toTensor());
-    }
   }
 }
 
