@@ -164,7 +164,8 @@ std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::Wat
     w.EndArray();
     w.PlainKey("divergences");
     w.BeginArray();
-    for (const v1::Anomaly& divergence : job.divergences()) WriteAnomalyJson(FromProto(divergence), w);
+    for (const v1::Anomaly& divergence : job.divergences())
+      WriteAnomalyJson(FromProto(divergence), w);
     w.EndArray();
   } else {
     WriteUpdateHead("update", update, ended, w);

@@ -14,7 +14,8 @@ OpGraph SmallGraph() {
   g.model_name = "Net";
   g.source = "eager";
   g.inputs.push_back({"x", TensorInfo{{2, 3}, "torch.float32", "cpu", std::nullopt}});
-  g.params.push_back({"fc.weight", TensorInfo{{4, 3}, "torch.float32", "cpu", std::nullopt}, false});
+  g.params.push_back(
+      {"fc.weight", TensorInfo{{4, 3}, "torch.float32", "cpu", std::nullopt}, false});
   ModulePass root;
   root.type = "Net";
   root.inputs.push_back({OpSource::Kind::kInput, 0, 0});
