@@ -5,18 +5,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trace/testing/op_graph_builders.h"
 
 namespace tracetorch {
 namespace {
 
-ModulePass Pass(std::string path, std::string type, int32_t pass, int32_t parent) {
-  ModulePass m;
-  m.path = std::move(path);
-  m.type = std::move(type);
-  m.pass = pass;
-  m.parent = parent;
-  return m;
-}
+using ::tracetorch::testing::Pass;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
