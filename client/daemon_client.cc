@@ -285,7 +285,6 @@ class DaemonClient::Impl {
   // Encodes and writes the taken layers and events; on failure they count as dropped.
   void SendTaken(absl::Time deadline) {
     const uint64_t events = send_forward_.size() + send_backward_.size();
-    uint64_t oversized = 0;
     uint64_t batches = 0;
     out_.clear();
     for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
@@ -299,6 +298,7 @@ class DaemonClient::Impl {
     }
     absl::Span<const ForwardEvent> fwd(send_forward_);
     absl::Span<const BackwardEvent> bwd(send_backward_);
+    frame_ends_.clear();
     bool first = true;
     while (!fwd.empty() || !bwd.empty() || (first && send_nan_origin_.has_value())) {
       wire::BatchFields fields;
@@ -311,9 +311,9 @@ class DaemonClient::Impl {
       const size_t b_take = std::min(bwd.size(), options_.max_batch_events - f_take);
       wire::BatchResult r = wire::AppendEventBatchFrame(
           fields, fwd.first(f_take), bwd.first(b_take), options_.max_frame_bytes, &out_);
-      oversized += r.forward_oversized;
       fwd.remove_prefix(r.forward_used);
       bwd.remove_prefix(r.backward_used);
+      frame_ends_.push_back({out_.size(), r.forward_used + r.backward_used});
       ++batches;
       if (r.forward_used == 0 && r.backward_used == 0) break;  // Cannot happen; never spin.
     }
@@ -322,18 +322,24 @@ class DaemonClient::Impl {
     send_forward_.clear();
     send_backward_.clear();
 
-    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline)
+    size_t written = 0;
+    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline, &written)
                                          : absl::UnavailableError("not connected to tracetorchd");
+    // The events of every frame written whole count as sent even when a later one broke the
+    // connection: the daemon may have applied (and made durable) those, and on resume it counts
+    // whatever sent events it does not hold as lost. Events of a frame cut short are dropped here.
+    uint64_t sent = 0;
+    for (const FrameEnd& f : frame_ends_) {
+      if (f.end_offset <= written) sent += f.events;
+    }
     {
       absl::MutexLock lock(&mu_);
       finished_ += events;
+      stats_.sent_events += sent;
+      stats_.dropped_events += events - sent;
       if (s.ok()) {
-        stats_.sent_events += events - oversized;
-        stats_.dropped_events += oversized;
         stats_.batches_sent += batches;
         stats_.bytes_sent += out_.size();
-      } else {
-        stats_.dropped_events += events;
       }
     }
     if (!s.ok()) Disconnect(s.message());
@@ -500,6 +506,12 @@ class DaemonClient::Impl {
   std::vector<BackwardEvent> send_backward_;
   std::vector<LayerDecl> send_layers_;
   std::optional<NanOrigin> send_nan_origin_;
+  struct FrameEnd {
+    size_t end_offset;  // In out_, just past the frame.
+    uint64_t events;
+  };
+  std::vector<FrameEnd> frame_ends_;  // The event batch frames in out_.
+
   std::thread thread_;
   absl::Notification sender_done_;
   std::atomic<bool> abort_io_{false};

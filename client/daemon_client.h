@@ -5,10 +5,14 @@
 // full the event is dropped and counted; the count reaches the daemon (and the trace metadata) with
 // the next batch, heartbeat or End. The sender thread connects in the background, retrying with
 // bounded, jittered exponential backoff while the daemon is absent; when a connection breaks
-// (daemon restarted) it reconnects and re-declares the session (Hello with resume_session_id and
-// the full layer table), so the daemon continues the same trace and counts the gap as dropped
-// events. Close() flushes with a bounded wait and sends End; it never hangs longer than its `wait`
-// plus about two poll slices (~100 ms): after `wait` plus one slice it aborts the write in
+// (daemon restarted) it reconnects and re-declares the session (Hello with resume_session_id, the
+// full layer table and sent_events), so the daemon continues the same trace and counts the gap as
+// dropped events: everything written that the daemon does not hold durably (in flight, or taken
+// by a daemon killed before its next snapshot) is counted once, so that after any crash the
+// session's events + dropped + rejected equal the events offered to Enqueue* (a frame written
+// whole counts as sent even when a later frame of the same write broke; a frame cut short is
+// dropped here). Close() flushes with a bounded wait and sends End; it never hangs longer than its
+// `wait` plus about two poll slices (~100 ms): after `wait` plus one slice it aborts the write in
 // progress, which notices within a slice (client/frame_socket.h does the socket I/O).
 //
 // Fork: after fork() the child's copy is inert. Every method returns at once (Enqueue* return
@@ -66,7 +70,7 @@ struct DaemonClientOptions {
 struct DaemonClientStats {
   bool connected = false;
   uint64_t enqueued_events = 0;  // Accepted into the queue.
-  uint64_t sent_events = 0;      // Written completely to a daemon connection.
+  uint64_t sent_events = 0;      // In frames written whole to a daemon connection.
   uint64_t dropped_events = 0;   // Queue full, too large for a frame, lost with a broken
                                  // connection, or unsent at Close.
   uint64_t batches_sent = 0;

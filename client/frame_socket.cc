@@ -103,11 +103,15 @@ bool FrameSocket::Aborted() const {
   return abort_ != nullptr && abort_->load(std::memory_order_relaxed);
 }
 
-absl::Status FrameSocket::WriteAll(std::string_view data, absl::Time deadline) {
+absl::Status FrameSocket::WriteAll(std::string_view data, absl::Time deadline, size_t* written) {
+  size_t unused;
+  size_t& done = written != nullptr ? *written : unused;
+  done = 0;
   while (!data.empty()) {
     const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       data.remove_prefix(static_cast<size_t>(n));
+      done += static_cast<size_t>(n);
       continue;
     }
     const int err = n < 0 ? errno : EIO;

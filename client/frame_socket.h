@@ -62,8 +62,10 @@ class FrameSocket {
   ~FrameSocket();  // Closes the socket.
 
   // Writes all of `data`, waiting while the peer's receive buffer is full. On an error some of
-  // `data` may have been written: the connection is then unusable.
-  absl::Status WriteAll(std::string_view data, absl::Time deadline);
+  // `data` may have been written: the connection is then unusable. `*written` (when given) is set
+  // to the number of leading bytes of `data` the kernel took, on success and on error, so that a
+  // caller knows which whole frames went out before the connection broke.
+  absl::Status WriteAll(std::string_view data, absl::Time deadline, size_t* written = nullptr);
 
   // Takes what has arrived, without waiting, and returns the payload of the next complete frame;
   // nullopt when no frame is complete yet. Frames that arrived complete before the peer closed

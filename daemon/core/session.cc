@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/crash_point.h"
 #include "daemon/core/data_dir.h"
+#include "google/protobuf/util/json_util.h"
 #include "protocol/codes.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/record_proto.h"
@@ -429,9 +432,13 @@ v1::SessionInfo Session::InfoLocked() const {
 }
 
 v1::SessionIndexEntry Session::IndexEntry() const {
-  v1::SessionIndexEntry entry;
-  *entry.mutable_info() = Info();
   absl::MutexLock lock(&mu_);
+  return IndexEntryLocked();
+}
+
+v1::SessionIndexEntry Session::IndexEntryLocked() const {
+  v1::SessionIndexEntry entry;
+  *entry.mutable_info() = InfoLocked();
   entry.set_client_dropped_events(client_dropped_);
   entry.set_lost_events(lost_events_);
   return entry;
@@ -549,10 +556,35 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
     changes = changes_;
     if (!force && changes == written_changes_) return false;
     record = RecordLocked();
+    std::string accounting;
+    google::protobuf::util::JsonPrintOptions print;
+    print.preserve_proto_field_names = true;
+    if (auto s =
+            google::protobuf::util::MessageToJsonString(IndexEntryLocked(), &accounting, print);
+        !s.ok()) {
+      return absl::InternalError(absl::StrCat("cannot encode the accounting of session ", id_, ": ",
+                                              s.message().as_string()));
+    }
+    record.metadata.SetExtra(kSnapshotAccountingKey, std::move(accounting));
   }
+  CrashPoint("snapshot");
   if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
   written_changes_ = changes;
   return true;
+}
+
+std::optional<v1::SessionIndexEntry> TakeSnapshotAccounting(TraceRecord* record) {
+  std::vector<std::pair<std::string, std::string>>& extra = record->metadata.extra;
+  auto it = std::find_if(extra.begin(), extra.end(),
+                         [](const auto& kv) { return kv.first == kSnapshotAccountingKey; });
+  if (it == extra.end()) return std::nullopt;
+  v1::SessionIndexEntry entry;
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = true;
+  const bool ok = google::protobuf::util::JsonStringToMessage(it->second, &entry, parse).ok();
+  extra.erase(it);
+  if (!ok) return std::nullopt;
+  return entry;
 }
 
 }  // namespace tracetorch::daemon

@@ -142,6 +142,9 @@ class Session {
 
   // Writes Record() to `path` (WriteTraceFile, atomic) unless nothing changed since the last
   // successful write (or `force`). Returns whether a file was written. Serialised per session.
+  // The file also holds, in metadata.extra[kSnapshotAccountingKey], IndexEntry() taken under the
+  // same lock as the record: the counts a restarted daemon continues from (TakeSnapshotAccounting),
+  // exactly those of the events the file holds.
   absl::StatusOr<bool> WriteSnapshot(const std::string& path, bool force)
       ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
 
@@ -150,6 +153,7 @@ class Session {
   // RecordLocked() from an aggregator snapshot already taken.
   TraceRecord RecordFromLocked(TraceRecord aggregated) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   v1::SessionInfo InfoLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  v1::SessionIndexEntry IndexEntryLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills `snap` (ToSnapshot) and, when given, the versions of `view`.
   void SnapshotLocked(v1::Snapshot* snap, WatchView* view) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Records that aggregator layer `id` changed (or first appeared) at the current version.
@@ -212,6 +216,13 @@ class Session {
 TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after);
 
 std::string_view ToString(SessionState state);
+
+// The metadata.extra key of a snapshot file's accounting (Session::WriteSnapshot).
+inline constexpr char kSnapshotAccountingKey[] = "tracetorchd_session";
+
+// Removes the accounting from a record read from a snapshot file and returns it; nullopt when the
+// file has none (written by an older tracetorchd) or it does not parse.
+std::optional<v1::SessionIndexEntry> TakeSnapshotAccounting(TraceRecord* record);
 
 }  // namespace tracetorch::daemon
 

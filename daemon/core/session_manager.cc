@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/crash_point.h"
 #include "daemon/core/data_dir.h"
 #include "google/protobuf/util/json_util.h"
 #include "protocol/record_proto.h"
@@ -158,23 +159,45 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hel
         if (e.session != nullptr) {
           e.session->Resume(hello, peer);
         } else {
-          Session::Restored restored;
-          restored.entry = e.index;
-          absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(resume));
-          if (record.ok()) {
-            restored.record = *std::move(record);
-          } else if (!options_.data_dir.empty()) {
-            spdlog::warn("resuming session {} without its earlier snapshot: {}", resume,
-                         record.status().ToString());
-          }
           e.session =
               std::make_shared<Session>(resume, hello, peer, e.started, options_.session_limits,
-                                        options_.thresholds, std::move(restored));
+                                        options_.thresholds, RestoreLocked(resume, e.index));
         }
         e.attachment = next_attachment_++;
         index_dirty_ = true;
         return Opened{e.session, true, e.attachment};
       }
+    }
+  }
+
+  // A session whose snapshot is on disk but not in the index (the daemon died between the two):
+  // it continues from the snapshot, as if the index had listed it.
+  if (const std::string& resume = hello.resume_session_id();
+      !resume.empty() && !options_.data_dir.empty() && !entries_.contains(resume) &&
+      IsSafeId(resume)) {
+    absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(resume));
+    std::optional<v1::SessionIndexEntry> accounting;
+    if (record.ok()) accounting = TakeSnapshotAccounting(&*record);
+    if (accounting.has_value() && accounting->info().session_id() == resume &&
+        accounting->info().state() != v1::SESSION_STATE_FINISHED) {
+      if (accounting->info().peer_uid() != peer.uid) {
+        return absl::PermissionDeniedError(absl::StrCat("session ", resume, " belongs to uid ",
+                                                        accounting->info().peer_uid(), "; uid ",
+                                                        peer.uid, " cannot resume it"));
+      }
+      Entry e;
+      e.started = absl::FromUnixNanos(accounting->info().started_unix_ns());
+      Session::Restored restored{*std::move(record), *std::move(accounting)};
+      e.session = std::make_shared<Session>(resume, hello, peer, e.started, options_.session_limits,
+                                            options_.thresholds, std::move(restored));
+      e.attachment = next_attachment_++;
+      e.index = e.session->IndexEntry();
+      Opened opened{e.session, true, e.attachment};
+      entries_.emplace(resume, std::move(e));
+      order_.push_back(resume);
+      index_dirty_ = true;
+      EvictLocked();
+      return opened;
     }
   }
 
@@ -210,6 +233,35 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hel
   return opened;
 }
 
+Session::Restored SessionManager::RestoreLocked(const std::string& id,
+                                                const v1::SessionIndexEntry& index) const {
+  Session::Restored restored;
+  restored.entry = index;
+  if (options_.data_dir.empty()) return restored;
+  absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(id));
+  std::optional<v1::SessionIndexEntry> accounting;
+  if (record.ok()) {
+    accounting = TakeSnapshotAccounting(&*record);
+    restored.record = *std::move(record);
+  }
+  if (accounting.has_value()) {
+    // The counts of exactly the events the snapshot holds; the index may have been written
+    // before or after it.
+    restored.entry = *std::move(accounting);
+  } else if (!record.ok()) {
+    // Nothing of the session is durable: whatever the index counted is not in any file, so the
+    // agent's resume counts all it had sent as lost.
+    restored.entry.set_client_dropped_events(0);
+    restored.entry.set_lost_events(0);
+    restored.entry.mutable_info()->set_events(0);
+    restored.entry.mutable_info()->set_rejected_events(0);
+    restored.entry.mutable_info()->set_dropped_events(0);
+    spdlog::warn("resuming session {} without its earlier snapshot: {}", id,
+                 record.status().ToString());
+  }
+  return restored;
+}
+
 void SessionManager::Release(const std::shared_ptr<Session>& session, uint64_t attachment,
                              bool ended) {
   {
@@ -239,6 +291,7 @@ void SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool 
                     written.status().ToString());
     } else if (*written) {
       Bump(counters_->snapshots_written);
+      CrashPoint("snapshot-written");
     }
   }
   absl::MutexLock lock(&mu_);
@@ -384,6 +437,7 @@ void SessionManager::WriteIndex() {
     spdlog::error("cannot encode the session index: {}", s.message().as_string());
     return;
   }
+  CrashPoint("index");
   if (absl::Status s =
           WriteFileAtomic(absl::StrCat(options_.data_dir, "/index.json"), json, kDataFileMode);
       !s.ok()) {
@@ -433,6 +487,7 @@ absl::StatusOr<v1::Snapshot> SessionManager::GetSnapshot(std::string_view ref) c
                                                               : absl::StatusCode::kInternal,
         absl::StrCat("snapshot of session ", id, " unreadable: ", record.status().message()));
   }
+  (void)TakeSnapshotAccounting(&*record);  // The daemon's own bookkeeping, not the trace's.
   v1::Snapshot snap;
   *snap.mutable_session() = info;
   ToProto(*record, snap.mutable_record());

@@ -155,6 +155,11 @@ class SessionManager {
 
   SessionManager(SessionManagerOptions options, DaemonCounters* counters, Clock clock);
   absl::Status LoadIndex();
+  // What a resume of `id` (listed in the index as `index`) continues from: the snapshot file's
+  // record and accounting; the index entry when the file has no accounting (an older daemon's);
+  // zero counts when there is no file.
+  Session::Restored RestoreLocked(const std::string& id, const v1::SessionIndexEntry& index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteSession(const std::shared_ptr<Session>& session, bool force);
   void WriteIndex() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
   void WriteIndexIfDue() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);

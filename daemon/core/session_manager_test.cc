@@ -413,6 +413,128 @@ TEST(SessionManager, AResumeOfAnUnknownSessionKeepsItsIdAndCountsTheGap) {
   EXPECT_NE(taken->session->id(), "20260101T000000Z-box-10-4");
 }
 
+// A daemon killed after a snapshot and a later index write: the index counts more events than
+// the snapshot holds. The resume continues from the snapshot's own accounting, so what the trace
+// holds and what it counts agree, and the rest of what the agent sent is counted as lost.
+TEST(SessionManager, AResumeTakesItsCountsFromTheSnapshotNotTheIndex) {
+  TempDir dir{"tracetorchd_sm"};
+  std::string id;
+  {
+    DaemonCounters counters;
+    SessionManagerOptions o;
+    o.data_dir = dir.path();
+    o.index_interval = absl::ZeroDuration();
+    auto m = SessionManager::Create(o, &counters);
+    ASSERT_TRUE(m.ok());
+    auto a = (*m)->Open(MakeHello(), {1, 1000, 1000});
+    ASSERT_TRUE(a.ok());
+    id = a->session->id();
+    Feed(*a->session, 10);
+    (*m)->WriteDueSnapshots();  // Snapshot: 10 events.
+    Feed(*a->session, 5);
+    (*m)->Release(a->session, a->attachment, /*ended=*/false);  // Snapshot and index: 15.
+  }
+  // Put the 10-event snapshot back under the 15-event index: what a kill between the two leaves.
+  {
+    DaemonCounters counters;
+    Session s(id, MakeHello(), {1, 1000, 1000}, absl::Now(), {}, {});
+    Feed(s, 10);
+    ASSERT_TRUE(s.WriteSnapshot(dir.path() + "/sessions/" + id + ".json", true).ok());
+  }
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ((*m)->List().size(), 1u);
+  EXPECT_EQ((*m)->List()[0].events(), 15u);  // The index's figure, until resumed.
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(id);
+  resume.set_sent_events(20);
+  auto r = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->resumed);
+  const v1::SessionInfo info = r->session->Info();
+  EXPECT_EQ(info.events(), 10u);
+  EXPECT_EQ(info.dropped_events(), 10u);
+  const TraceRecord rec = r->session->Record();
+  ASSERT_EQ(rec.layers.size(), 1u);
+  EXPECT_EQ(rec.layers[0].forward_count, 10);
+  EXPECT_EQ(rec.metadata.FindExtra(kSnapshotAccountingKey), nullptr);  // Not part of the trace.
+}
+
+// Killed after the first snapshot, before any index write: the snapshot alone identifies the
+// session, which continues under its id from the snapshot's counts (not as a new session).
+TEST(SessionManager, ASessionOnDiskButNotInTheIndexIsResumedFromItsSnapshot) {
+  TempDir dir{"tracetorchd_sm"};
+  std::string id;
+  {
+    DaemonCounters counters;
+    SessionManagerOptions o;
+    o.data_dir = dir.path();
+    auto m = SessionManager::Create(o, &counters);
+    ASSERT_TRUE(m.ok());
+    auto a = (*m)->Open(MakeHello(), {1, 1000, 1000});
+    ASSERT_TRUE(a.ok());
+    id = a->session->id();
+    Feed(*a->session, 4);
+    (*m)->WriteDueSnapshots();
+  }
+  std::filesystem::remove(dir.path() + "/index.json");
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE((*m)->List().empty());
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(id);
+  resume.set_sent_events(9);
+  EXPECT_EQ((*m)->Open(resume, {1, 2000, 2000}).status().code(),
+            absl::StatusCode::kPermissionDenied);  // Another uid.
+  auto r = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->resumed);
+  EXPECT_EQ(r->session->id(), id);
+  Feed(*r->session, 1);
+  EXPECT_EQ(r->session->Info().events(), 5u);
+  EXPECT_EQ(r->session->Info().dropped_events(), 5u);  // 9 sent, 4 durable.
+  EXPECT_EQ(r->session->Record().layers[0].forward_count, 5);
+}
+
+// Listed in the index but no snapshot file (the index was written first): nothing the index counts
+// is in a file, so all the agent had sent is lost, none of it counted as events.
+TEST(SessionManager, ASessionIndexedWithoutASnapshotResumesFromZero) {
+  TempDir dir{"tracetorchd_sm"};
+  std::string id;
+  {
+    DaemonCounters counters;
+    SessionManagerOptions o;
+    o.data_dir = dir.path();
+    auto m = SessionManager::Create(o, &counters);
+    ASSERT_TRUE(m.ok());
+    auto a = (*m)->Open(MakeHello(), {1, 1000, 1000});
+    ASSERT_TRUE(a.ok());
+    id = a->session->id();
+    Feed(*a->session, 4);
+    (*m)->Shutdown();
+  }
+  std::filesystem::remove(dir.path() + "/sessions/" + id + ".json");
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(id);
+  resume.set_sent_events(6);
+  auto r = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->resumed);
+  EXPECT_EQ(r->session->Info().events(), 0u);
+  EXPECT_EQ(r->session->Info().dropped_events(), 6u);
+}
+
 TEST(SessionManager, InvalidOptions) {
   DaemonCounters counters;
   SessionManagerOptions o;
