@@ -1,10 +1,12 @@
 #include "daemon/core/session_manager.h"
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/crash_point.h"
 #include "daemon/core/data_dir.h"
@@ -302,6 +304,62 @@ void SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool 
   }
 }
 
+int32_t SessionManager::UidLocked(const Entry& e) const {
+  return e.session != nullptr ? e.session->peer_uid() : e.index.info().peer_uid();
+}
+
+bool SessionManager::EndedLocked(const Entry& e) const {
+  return e.attachment == 0 &&
+         (e.session != nullptr ? e.session->state() != SessionState::kLive
+                               : e.index.info().state() != v1::SESSION_STATE_LIVE);
+}
+
+std::vector<std::string> SessionManager::FairVictimsLocked(size_t excess,
+                                                           const EntryFilter& counted,
+                                                           const EntryFilter& eligible) const {
+  std::vector<std::string> victims;
+  if (excess == 0) return victims;
+  absl::flat_hash_map<int32_t, size_t> held;
+  absl::flat_hash_map<int32_t, std::deque<size_t>>
+      candidates;  // Positions in order_, oldest first.
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const Entry& e = entries_.at(order_[i]);
+    const int32_t uid = UidLocked(e);
+    if (counted(e)) ++held[uid];
+    if (eligible(e)) candidates[uid].push_back(i);
+  }
+  while (victims.size() < excess) {
+    std::deque<size_t>* best = nullptr;
+    int32_t best_uid = 0;
+    for (auto& [uid, queue] : candidates) {
+      if (queue.empty()) continue;
+      if (best == nullptr || held[uid] > held[best_uid] ||
+          (held[uid] == held[best_uid] && queue.front() < best->front())) {
+        best = &queue;
+        best_uid = uid;
+      }
+    }
+    if (best == nullptr) break;
+    victims.push_back(order_[best->front()]);
+    best->pop_front();
+    if (held[best_uid] > 0) --held[best_uid];
+  }
+  return victims;
+}
+
+void SessionManager::ForgetLocked(const std::vector<std::string>& ids) {
+  if (ids.empty()) return;
+  const absl::flat_hash_set<std::string_view> gone(ids.begin(), ids.end());
+  std::vector<std::string> kept;
+  kept.reserve(order_.size());
+  for (std::string& id : order_) {
+    if (!gone.contains(id)) kept.push_back(std::move(id));
+  }
+  order_ = std::move(kept);
+  for (const std::string& id : ids) entries_.erase(id);
+  index_dirty_ = true;
+}
+
 void SessionManager::EvictLocked() {
   size_t in_memory = 0;
   for (const auto& [id, e] : entries_) in_memory += e.session != nullptr ? 1 : 0;
@@ -322,31 +380,30 @@ void SessionManager::EvictLocked() {
     }
     order_ = std::move(kept);
   }
-  for (size_t i = 0; i < order_.size() && in_memory > options_.max_sessions_in_memory; ++i) {
-    Entry& e = entries_[order_[i]];
-    if (e.session == nullptr || e.attachment != 0 || e.session->state() == SessionState::kLive) {
-      continue;
+  // Then ended sessions leave memory, fairly across uids (FairVictimsLocked).
+  if (in_memory > options_.max_sessions_in_memory) {
+    auto held = [](const Entry& e) { return e.session != nullptr; };
+    auto evictable = [this](const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return e.session != nullptr && EndedLocked(e);
+    };
+    for (const std::string& id :
+         FairVictimsLocked(in_memory - options_.max_sessions_in_memory, held, evictable)) {
+      Entry& e = entries_.at(id);
+      e.index = e.session->IndexEntry();
+      e.session.reset();
+      Bump(counters_->sessions_evicted);
+      index_dirty_ = true;
     }
-    e.index = e.session->IndexEntry();
-    e.session.reset();
-    --in_memory;
-    Bump(counters_->sessions_evicted);
-    index_dirty_ = true;
   }
-  // The index itself is bounded: forget the oldest ended sessions (their files stay on disk).
-  while (order_.size() > options_.max_index_entries) {
-    auto victim =
-        std::find_if(order_.begin(), order_.end(),
-                     [&](const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-                       const Entry& e = entries_[id];
-                       return e.attachment == 0 &&
-                              (e.session == nullptr || e.session->state() != SessionState::kLive);
-                     });
-    if (victim == order_.end()) break;
-    Bump(counters_->limit_hits);
-    entries_.erase(*victim);
-    order_.erase(victim);
-    index_dirty_ = true;
+  // The index itself is bounded: forget ended sessions (their files stay on disk), fairly.
+  if (order_.size() > options_.max_index_entries) {
+    auto all = [](const Entry&) { return true; };
+    auto forgettable = [this](const Entry& e)
+                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EndedLocked(e); };
+    std::vector<std::string> victims =
+        FairVictimsLocked(order_.size() - options_.max_index_entries, all, forgettable);
+    for (size_t i = 0; i < victims.size(); ++i) Bump(counters_->limit_hits);
+    ForgetLocked(victims);
   }
 }
 
@@ -355,34 +412,31 @@ std::vector<std::string> SessionManager::PruneLocked(absl::Time now) {
   const bool by_count = options_.retain_sessions > 0;
   const bool by_age = options_.retain_for > absl::ZeroDuration();
   if (!by_count && !by_age) return pruned;
-  auto ended = [](const Entry& e) {
-    return e.attachment == 0 &&
-           (e.session != nullptr ? e.session->state() != SessionState::kLive
-                                 : e.index.info().state() != v1::SESSION_STATE_LIVE);
-  };
+  auto ended = [this](const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EndedLocked(e); };
+  std::vector<std::string> victims;
   size_t ended_count = 0;
-  for (const std::string& id : order_) ended_count += ended(entries_[id]) ? 1 : 0;
-  std::vector<std::string> kept;
-  kept.reserve(order_.size());
-  for (std::string& id : order_) {
-    const Entry& e = entries_[id];
-    if (ended(e)) {
-      const int64_t ended_ns =
-          e.session != nullptr ? e.session->Info().ended_unix_ns() : e.index.info().ended_unix_ns();
-      const bool too_many = by_count && ended_count > options_.retain_sessions;
-      const bool too_old = by_age && absl::FromUnixNanos(ended_ns) < now - options_.retain_for;
-      if (too_many || too_old) {
-        if (!options_.data_dir.empty()) pruned.push_back(SnapshotPath(id));
-        entries_.erase(id);
-        --ended_count;
-        index_dirty_ = true;
-        continue;
-      }
+  for (const std::string& id : order_) {
+    const Entry& e = entries_.at(id);
+    if (!ended(e)) continue;
+    const int64_t ended_ns =
+        e.session != nullptr ? e.session->Info().ended_unix_ns() : e.index.info().ended_unix_ns();
+    if (by_age && absl::FromUnixNanos(ended_ns) < now - options_.retain_for) {
+      victims.push_back(id);
+    } else {
+      ++ended_count;
     }
-    kept.push_back(std::move(id));
   }
-  order_ = std::move(kept);
-  if (!pruned.empty()) spdlog::info("retention: forgot {} ended sessions", pruned.size());
+  ForgetLocked(victims);
+  if (by_count && ended_count > options_.retain_sessions) {
+    std::vector<std::string> more =
+        FairVictimsLocked(ended_count - options_.retain_sessions, ended, ended);
+    ForgetLocked(more);
+    victims.insert(victims.end(), more.begin(), more.end());
+  }
+  if (!options_.data_dir.empty()) {
+    for (const std::string& id : victims) pruned.push_back(SnapshotPath(id));
+  }
+  if (!victims.empty()) spdlog::info("retention: forgot {} ended sessions", victims.size());
   return pruned;
 }
 

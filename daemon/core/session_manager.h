@@ -18,6 +18,12 @@
 // index entries (the oldest ended sessions are forgotten, counted in limit_hits; their files
 // stay), and the per-session limits (Session).
 //
+// Fair share across peer uids: whenever a limit or retain_sessions takes ended sessions (from
+// memory, from the index, or from disk), each one taken is the oldest of the uid that holds the
+// most sessions at that moment. So one uid opening sessions without end evicts and prunes its own
+// first, and cannot push another uid's sessions out while it holds more than that uid; with one uid
+// the rule is plain oldest-first. (retain_for, the age limit, applies to every uid alike.)
+//
 // Thread-safe.
 #ifndef TRACETORCH_DAEMON_CORE_SESSION_MANAGER_H_
 #define TRACETORCH_DAEMON_CORE_SESSION_MANAGER_H_
@@ -164,6 +170,18 @@ class SessionManager {
   void WriteIndex() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
   void WriteIndexIfDue() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using EntryFilter = std::function<bool(const Entry&)>;
+  // Up to `excess` ids among the entries `eligible` accepts, each the oldest eligible one of the
+  // uid that then holds the most entries `counted` accepts (ties: the older session goes), so a
+  // uid over its share loses its own sessions first. With one uid: the oldest eligible ones.
+  std::vector<std::string> FairVictimsLocked(size_t excess, const EntryFilter& counted,
+                                             const EntryFilter& eligible) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the entries of `ids` (from entries_ and order_) and marks the index dirty.
+  void ForgetLocked(const std::vector<std::string>& ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int32_t UidLocked(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Not live and not attached: retention and the limits may take it.
+  bool EndedLocked(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the ended sessions retention no longer keeps; returns their snapshot paths, to delete
   // outside the lock (RemoveSnapshots).
   std::vector<std::string> PruneLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -255,8 +255,8 @@ size_t SnapshotFiles(const std::string& data_dir) {
 }
 
 // A session opened, fed `events` events (none: a Hello alone) and ended.
-std::string OpenFeedEnd(SessionManager& m, int events, absl::Time now) {
-  auto s = m.Open(MakeHello(), {});
+std::string OpenFeedEnd(SessionManager& m, int events, absl::Time now, int32_t uid = -1) {
+  auto s = m.Open(MakeHello(), {1, uid, uid});
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return "";
   if (events > 0) Feed(*s->session, events);
@@ -533,6 +533,43 @@ TEST(SessionManager, ASessionIndexedWithoutASnapshotResumesFromZero) {
   EXPECT_TRUE(r->resumed);
   EXPECT_EQ(r->session->Info().events(), 0u);
   EXPECT_EQ(r->session->Info().dropped_events(), 6u);
+}
+
+// One uid ending session after session evicts and prunes its own, never another uid's few.
+TEST(SessionManager, OneUidCannotEvictOrPruneAnothersSessions) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  o.max_sessions_in_memory = 6;
+  o.retain_sessions = 12;
+  o.max_index_entries = 10;
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> quiet;
+  for (int i = 0; i < 3; ++i) quiet.push_back(OpenFeedEnd(**m, 1, absl::Now(), /*uid=*/1000));
+  for (int i = 0; i < 40; ++i) OpenFeedEnd(**m, 1, absl::Now(), /*uid=*/2000);
+  for (const std::string& id : quiet) {
+    auto found = (*m)->Find(id);
+    ASSERT_TRUE(found.ok()) << id;
+    EXPECT_NE(found->session, nullptr) << id << " was evicted from memory";
+    EXPECT_TRUE(std::filesystem::exists((*m)->SnapshotPath(id))) << id;
+  }
+  size_t flooder = 0;
+  for (const auto& s : (*m)->List()) flooder += s.peer_uid() == 2000 ? 1 : 0;
+  EXPECT_EQ(flooder, 7u);  // The index holds 10: the quiet uid's 3 and the flooder's newest 7.
+  EXPECT_GE(counters.sessions_evicted.load(), 1u);
+
+  // Alone, a uid is limited oldest-first as before.
+  TempDir dir2{"tracetorchd_sm"};
+  o.data_dir = dir2.path();
+  auto alone = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(alone.ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) ids.push_back(OpenFeedEnd(**alone, 1, absl::Now(), 1000));
+  std::vector<std::string> listed;
+  for (const auto& s : (*alone)->List()) listed.push_back(s.session_id());
+  EXPECT_EQ(listed, std::vector<std::string>(ids.begin() + 2, ids.end()));
 }
 
 TEST(SessionManager, InvalidOptions) {
