@@ -19,6 +19,16 @@
 namespace tracetorch::daemon {
 namespace {
 
+// Memory is bounded whatever the agent sends: see kMaxLatestTensors.
+void CapTensors(std::vector<TensorInfo>* tensors) {
+  if (tensors->size() > kMaxLatestTensors) tensors->resize(kMaxLatestTensors);
+  for (TensorInfo& t : *tensors) {
+    if (t.shape.size() > kMaxTensorDims) t.shape.resize(kMaxTensorDims);
+    t.shape.shrink_to_fit();
+  }
+  tensors->shrink_to_fit();
+}
+
 TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
   TraceMetadata m;
   m.model_name = id.model_name();
@@ -155,6 +165,12 @@ absl::Status Session::DeclareLayers(const v1::LayerTable& table) {
       return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id(), " (\"",
                                                      decl.full_name(), "\") is not below ",
                                                      id_limit, " (4 x the layer limit)"));
+    }
+    if (decl.name().size() > kMaxLayerNameBytes || decl.type().size() > kMaxLayerNameBytes ||
+        decl.full_name().size() > kMaxLayerNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id(),
+                                                     ": a name, type or full name is longer than ",
+                                                     kMaxLayerNameBytes, " bytes"));
     }
     const size_t wire = decl.id();
     const std::string& full_name = decl.full_name().empty() ? decl.name() : decl.full_name();
@@ -318,6 +334,8 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
       std::string_view& last = last_forward_bytes_[static_cast<size_t>(id)];
       std::vector<TensorInfo> inputs, outputs;
       protocol::wire::DecodeForwardTensors(last, &inputs, &outputs);
+      CapTensors(&inputs);
+      CapTensors(&outputs);
       (void)agg.SetLatestTensors(id, std::move(inputs), std::move(outputs));  // Declared: ok.
       last = std::string_view();
     }
@@ -571,6 +589,20 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
   if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
   written_changes_ = changes;
   return true;
+}
+
+size_t SessionMemoryBound(size_t layers, size_t history_steps) {
+  // Per layer: its history (a vector that grows by doubling: at most twice the points), the
+  // aggregator's state and the record's layer (fixed fields, names), the latest tensors at their
+  // caps, and the session's per-layer tables (ids, names, versions). Per session: identity,
+  // metadata, tables' slack. The fixed figures are sizeof()s rounded up, plus allocator overhead;
+  // session_memory_test.cc checks the total against heap use.
+  constexpr size_t kPerTensor = sizeof(TensorInfo) + kMaxTensorDims * sizeof(int64_t) + 64;
+  constexpr size_t kPerLayerFixed = 2 * sizeof(LayerTrace) + 3 * 2 * kMaxLayerNameBytes / 8 + 512;
+  const size_t per_layer = 2 * history_steps * sizeof(HistoryPoint) + kPerLayerFixed +
+                           2 * kMaxLatestTensors * kPerTensor;
+  constexpr size_t kPerSession = 64 << 10;
+  return kPerSession + layers * per_layer;
 }
 
 std::optional<v1::SessionIndexEntry> TakeSnapshotAccounting(TraceRecord* record) {

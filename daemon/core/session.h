@@ -44,6 +44,18 @@ struct SessionLimits {
   size_t history_steps = 256;  // History points per layer (>= 4).
 };
 
+// What a layer keeps of its latest call whatever an agent sends: the first kMaxLatestTensors
+// inputs and outputs, each with at most kMaxTensorDims dimensions (the rest are cut). Layer names,
+// types and full names longer than kMaxLayerNameBytes are refused (DeclareLayers).
+inline constexpr size_t kMaxLatestTensors = 16;
+inline constexpr size_t kMaxTensorDims = 16;
+inline constexpr size_t kMaxLayerNameBytes = 1024;
+
+// An upper bound on the heap one session holds at steady state, any run length: `layers` declared
+// layers with `history_steps` history points each, latest tensors and names at their caps. Stated
+// in deploy/METRICS.md ("Memory") and checked by session_memory_test.cc.
+size_t SessionMemoryBound(size_t layers, size_t history_steps);
+
 // What AddBatch did with a batch.
 struct BatchOutcome {
   uint64_t accepted = 0;
@@ -68,7 +80,8 @@ class Session {
   const std::string& id() const { return id_; }
 
   // Declares layers (matched by full_name on re-declaration). InvalidArgument for a wire id at or
-  // above 4 x max_layers, an id re-used for another layer, or a type conflict; ResourceExhausted
+  // above 4 x max_layers, an id re-used for another layer, a type conflict, or a name, type or
+  // full name longer than kMaxLayerNameBytes; ResourceExhausted
   // when the session would exceed max_layers. Valid entries before the bad one are kept.
   absl::Status DeclareLayers(const v1::LayerTable& table) ABSL_LOCKS_EXCLUDED(mu_);
 
