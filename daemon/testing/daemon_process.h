@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,20 @@ class DaemonProcess {
         binary,         "--socket",   socket_path(), "--service-socket",
         service_path(), "--data-dir", data_dir()};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
+    // Everything the child needs is made before fork(): the test process has threads (a client's
+    // sender), so the child calls only async-signal-safe functions (open, dup2, execve, _exit).
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view kv(*e);
+      if (!env.empty() && kv.substr(0, env.size() + 1) == env + "=") continue;
+      env_s.emplace_back(kv);
+    }
+    if (!env.empty() && !env_value.empty()) env_s.push_back(env + "=" + env_value);
+    std::vector<char*> argv, envp;
+    for (std::string& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (std::string& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const std::string log = dir_ + "/daemon.log";
     pid_ = fork();
     if (pid_ == 0) {
@@ -40,17 +55,7 @@ class DaemonProcess {
         dup2(fd, 1);
         dup2(fd, 2);
       }
-      if (!env.empty()) {
-        if (env_value.empty()) {
-          unsetenv(env.c_str());
-        } else {
-          setenv(env.c_str(), env_value.c_str(), 1);
-        }
-      }
-      std::vector<char*> argv;
-      for (const std::string& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
   }
