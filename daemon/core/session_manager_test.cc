@@ -436,7 +436,6 @@ TEST(SessionManager, AResumeTakesItsCountsFromTheSnapshotNotTheIndex) {
   }
   // Put the 10-event snapshot back under the 15-event index: what a kill between the two leaves.
   {
-    DaemonCounters counters;
     Session s(id, MakeHello(), {1, 1000, 1000}, absl::Now(), {}, {});
     Feed(s, 10);
     ASSERT_TRUE(s.WriteSnapshot(dir.path() + "/sessions/" + id + ".json", true).ok());
