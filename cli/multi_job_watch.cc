@@ -120,10 +120,12 @@ void MultiJobWatcher::Stop() {
   }
 }
 
-void MultiJobWatcher::SetLink(size_t daemon, Link link, std::string message) {
+void MultiJobWatcher::SetLink(size_t daemon, Link link, std::string message,
+                              absl::StatusCode failure) {
   absl::MutexLock lock(&mu_);
   daemons_[daemon].link = link;
   daemons_[daemon].message = std::move(message);
+  daemons_[daemon].failure = failure;
   ++version_;
 }
 
@@ -167,7 +169,7 @@ void MultiJobWatcher::Follow(size_t daemon) {
     }
     if (ended) return;
     if (IsFatal(finish.code())) {
-      SetLink(daemon, Link::kFailed, std::string(finish.message()));
+      SetLink(daemon, Link::kFailed, std::string(finish.message()), finish.code());
       return;
     }
     if (got_update) backoff.Reset();
@@ -187,7 +189,8 @@ void MultiJobWatcher::Follow(size_t daemon) {
 bool MultiJobWatcher::DoneLocked(absl::Status* status) const {
   for (size_t i = 0; i < daemons_.size(); ++i) {
     if (daemons_[i].link == Link::kFailed) {
-      *status = absl::FailedPreconditionError(
+      *status = absl::Status(
+          daemons_[i].failure,
           absl::StrCat("tracetorchd at ", options_.addresses[i], ": ", daemons_[i].message));
       return true;
     }

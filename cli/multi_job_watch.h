@@ -11,7 +11,8 @@
 //  - The watch ends (Run returns OK) once every daemon has reported the job's end and no daemon
 //    is away, or at Stop().
 //  - Errors: Unauthenticated, PermissionDenied, InvalidArgument and Unimplemented from a daemon
-//    end the watch at once (Run returns that status, naming the daemon); nothing else does.
+//    end the watch at once (Run returns that code, the message naming the daemon); nothing else
+//    does.
 //  - --json: one MergedJobToJson document (cli/json_output.h) per change, one per line.
 //
 // Threading: Run() blocks its thread (renders and writes to `out`) and owns the reader threads;
@@ -89,12 +90,14 @@ class MultiJobWatcher {
   struct Daemon {
     Link link = Link::kConnecting;
     std::string message;
+    absl::StatusCode failure = absl::StatusCode::kOk;  // With kFailed: the daemon's status code.
     std::optional<v1::JobSnapshot> job;
     service_client::WatchStream* stream = nullptr;  // The open stream, if any.
   };
 
   void Follow(size_t daemon) ABSL_LOCKS_EXCLUDED(mu_);
-  void SetLink(size_t daemon, Link link, std::string message) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetLink(size_t daemon, Link link, std::string message,
+               absl::StatusCode failure = absl::StatusCode::kOk) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the watch is over (every daemon ended, or one failed); `*status` for a failure.
   bool DoneLocked(absl::Status* status) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Draw(const std::vector<DaemonJobPart>& parts, const std::vector<Daemon>& daemons,

@@ -248,7 +248,7 @@ TEST(MultiJobWatcher, AFatalErrorFromOneDaemonEndsTheWatchNamingIt) {
   std::ostringstream out;
   MultiJobWatcher watcher(daemons.Opener(), JsonOptions(), &out);
   const absl::Status s = watcher.Run();
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(s.message(), "tracetorchd at B: missing or wrong token");
 }
 
