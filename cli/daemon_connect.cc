@@ -19,6 +19,8 @@ absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> ConnectToDae
 }
 
 std::string DescribeRemoteError(const absl::Status& status, std::string_view address) {
+  // The daemon answered (its baseline store is away, ...): it is running, say only what it said.
+  if (service_client::AnsweredByDaemon(status)) return std::string(status.message());
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
