@@ -39,6 +39,11 @@ void DaemonSink::OnBackward(LayerId layer, int64_t step, const BackwardSample& s
 
 void DaemonSink::OnNanOrigin(const NanOrigin& origin) { client_->SetNanOrigin(origin); }
 
+void DaemonSink::SendOpGraph(const std::optional<NanOrigin>& origin, std::string op_graph_json) {
+  if (origin) client_->SetNanOrigin(*origin);
+  client_->SetOpGraph(std::move(op_graph_json));
+}
+
 absl::Status DaemonSink::Close(std::optional<double> total_time_ms, uint64_t hook_errors,
                                absl::Duration wait) {
   client_->SetEndInfo(total_time_ms, hook_errors);

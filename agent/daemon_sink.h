@@ -51,6 +51,10 @@ class DaemonSink final : public EventSink {
   void OnForward(LayerId layer, int64_t step, const ForwardSample& sample) override;
   void OnBackward(LayerId layer, int64_t step, const BackwardSample& sample) override;
   void OnNanOrigin(const NanOrigin& origin) override;
+  // The op graph a TraceSession(ops="on_nan") kept, with the origin it names (origin.op set):
+  // streamed once (DaemonClient::SetOpGraph).
+  // Without an origin (the value never reached a layer output) the graph goes alone.
+  void SendOpGraph(const std::optional<NanOrigin>& origin, std::string op_graph_json);
 
   // Sends what is queued and the End (with the total time and hook errors), waiting at most
   // `wait`. DeadlineExceeded when the daemon did not take everything in time (the rest is counted

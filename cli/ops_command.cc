@@ -43,7 +43,10 @@ std::string ShapeCell(const OpNode& op) {
 
 OpsCommand::OpsCommand(CLI::App* app) {
   ops_ = app->add_subcommand("ops", "List the ops of an op graph (trace.export) as a table");
-  ops_->add_option("file", file_, "Op graph file (JSON, from OpTrace.export)")->required();
+  ops_->add_option("file", file_,
+                   "Op graph file (JSON, from OpTrace.export), or a training trace that kept one "
+                   "(TraceSession(ops=\"on_nan\"))")
+      ->required();
   ops_->add_option("--func", funcs_, "Only ops of this function (conv2d; relu matches relu_ too)");
   ops_->add_option("--in-module", in_modules_,
                    "Only ops run inside this module pass (layer2, layer2:1), nested ones too");

@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/labels.h"
 #include "cli/tree.h"
 #include "trace/format.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 
 namespace tracetorch::cli {
 namespace {
@@ -147,6 +150,11 @@ std::string RenderModelPanel(const TraceRecord& record, const Style& style,
     panel.rows.emplace_back("NaN origin",
                             absl::StrCat(Sanitize(origin.layer), " at step ", origin.step, " (",
                                          origin.is_nan ? "NaN" : "Inf", ")"));
+    if (!origin.op.empty()) {
+      panel.rows.emplace_back("NaN origin op",
+                              absl::StrCat(Sanitize(origin.op), " (", Sanitize(origin.op_func),
+                                           ") in ", Sanitize(origin.op_module)));
+    }
   }
   return RenderPanel(panel, style);
 }
@@ -181,17 +189,63 @@ std::string RenderAnomalies(const std::vector<Anomaly>& anomalies, const Style& 
   return RenderTable(table, style);
 }
 
+namespace {
+
+// "nan 12, inf 0" (and the mean when statistics were captured) of an op's first output.
+std::string StatsCell(const OpNode& op) {
+  if (op.outputs.empty()) return "-";
+  const TensorInfo& t = op.outputs[0];
+  if (!t.stats && !t.nonfinite) return "-";
+  std::string out = absl::StrCat("nan ", NanCount(t), ", inf ", InfCount(t));
+  if (t.stats && t.stats->mean) absl::StrAppend(&out, ", mean ", FormatFixed(*t.stats->mean, 4));
+  return out;
+}
+
+}  // namespace
+
+std::string RenderNanOriginOp(const TraceRecord& record, const Style& style) {
+  if (record.op_graph_json.empty()) return "";
+  absl::StatusOr<OpGraph> graph = ParseOpGraphJson(record.op_graph_json);
+  if (!graph.ok()) {
+    return absl::StrCat("NaN origin op: the kept op graph does not read (",
+                        Sanitize(std::string(graph.status().message())), ")\n");
+  }
+  const std::string step = graph->step ? absl::StrCat(" at step ", *graph->step) : "";
+  if (!graph->nan_origin) {
+    return absl::StrCat("NaN origin op: none in the op graph kept", step, " (", graph->ops.size(),
+                        " ops): the non-finite value entered with an input\n");
+  }
+  const OpNode& origin = graph->ops[*graph->nan_origin];
+  Table table;
+  table.title = absl::StrCat("NaN origin op", step, ": ", Sanitize(origin.label),
+                             " and its parents (", graph->ops.size(), " ops kept)");
+  table.header = {"Op", "Function", "Module", "Output", "Output stats"};
+  auto row = [&](const OpNode& op, const char* role) {
+    table.rows.push_back(
+        {absl::StrCat(Sanitize(op.label), role), Sanitize(op.func_name),
+         op.module_pass >= 0 ? Sanitize(graph->ModuleAddress(op.module_pass)) : "-",
+         op.outputs.empty() ? "-" : FormatShape(op.outputs[0].shape), StatsCell(op)});
+  };
+  row(origin, " (origin)");
+  for (int32_t p : origin.parents) row(graph->ops[p], "");
+  return RenderTable(table, style);
+}
+
 std::string RenderInspect(const TraceRecord& record, const LayerFilter& filter,
                           const Style& style) {
+  const std::string origin_op = RenderNanOriginOp(record, style);
   if (filter.empty()) {
-    return absl::StrCat(RenderModelPanel(record, style), "\n", RenderLayerTree(record, style), "\n",
+    return absl::StrCat(RenderModelPanel(record, style), "\n",
+                        origin_op.empty() ? "" : absl::StrCat(origin_op, "\n"),
+                        RenderLayerTree(record, style), "\n",
                         RenderAnomalies(record.warnings, style));
   }
   const TraceRecord shown = ApplyFilter(record, filter);
   std::string tree = shown.layers.empty() ? absl::StrCat(Paint("Layers", Color::kBold, style), "\n",
                                                          kNoLayersMatched, "\n")
                                           : RenderLayerTree(shown, style);
-  return absl::StrCat(RenderModelPanel(record, style, shown.layers.size()), "\n", tree, "\n",
+  return absl::StrCat(RenderModelPanel(record, style, shown.layers.size()), "\n",
+                      origin_op.empty() ? "" : absl::StrCat(origin_op, "\n"), tree, "\n",
                       RenderAnomalies(shown.warnings, style));
 }
 

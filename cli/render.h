@@ -44,8 +44,14 @@ std::string RenderLayerTree(const TraceRecord& record, const Style& style);
 // "✓ No anomalies detected" when `anomalies` is empty.
 std::string RenderAnomalies(const std::vector<Anomaly>& anomalies, const Style& style);
 
-// `tracetorch inspect`: the panel of the whole record, then the tree and the anomalies of the
-// layers `filter` selects (ApplyFilter), separated by blank lines.
+// The op where the NaN entered and its parents (Op, Function, Module, Output shape, Output stats),
+// from the op graph a TraceSession(ops="on_nan") kept (record.op_graph_json); "" when the record
+// has none.
+std::string RenderNanOriginOp(const TraceRecord& record, const Style& style);
+
+// `tracetorch inspect`: the panel of the whole record, then (when the record kept an op graph)
+// RenderNanOriginOp, then the tree and the anomalies of the layers `filter` selects
+// (ApplyFilter), separated by blank lines.
 std::string RenderInspect(const TraceRecord& record, const LayerFilter& filter, const Style& style);
 
 // `tracetorch summary`: the panel, then "Anomalies: 0 critical, 1 warning, 0 info".

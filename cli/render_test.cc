@@ -7,6 +7,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trace/diff.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 #include "trace/record.h"
 
 namespace tracetorch::cli {
@@ -225,6 +227,56 @@ TEST(RenderModelPanel, ShowsNanOriginAndShownCount) {
   const std::string panel = RenderModelPanel(record, Style::Plain(), 2);
   EXPECT_THAT(panel, HasSubstr("|  Layers            8 (2 shown)"));
   EXPECT_THAT(panel, HasSubstr("|  NaN origin        blocks.0.fc at step 3 (NaN)"));
+}
+
+// A record kept by TraceSession(ops="on_nan"): the panel names the op; inspect lists it with its
+// parents (from the op graph document in the record).
+TEST(RenderInspect, ShowsTheNanOriginOpAndItsParents) {
+  OpGraph g;
+  g.model_name = "TrainNet";
+  g.source = "eager";
+  g.step = 3;
+  ModulePass root;
+  root.type = "TrainNet";
+  ModulePass block;
+  block.path = "blocks.0";
+  block.type = "Block";
+  block.parent = 0;
+  g.modules = {root, block};
+  OpNode add;
+  add.label = "add_1_1";
+  add.func_name = "add";
+  add.op_name = "aten::add.Tensor";
+  add.call_index = add.index = 1;
+  add.module_pass = 1;
+  add.outputs.push_back(
+      TensorInfo{{2, 4}, "torch.float32", "cpu", std::nullopt, NonFiniteCounts{0, 0}});
+  OpNode log = add;
+  log.label = "log_1_2";
+  log.func_name = "log";
+  log.op_name = "aten::log";
+  log.index = 2;
+  log.inputs.push_back({add.outputs[0], {OpSource::Kind::kOp, 0, 0}, "self"});
+  log.parents = {0};
+  log.outputs[0].nonfinite = NonFiniteCounts{5, 0};
+  g.ops = {add, log};
+  LinkChildren(g);
+  g.nan_origin = 1;
+  TraceRecord record = TrainNet();
+  record.metadata.nan_origin = NanOrigin{"blocks.0", 3, true};
+  record.metadata.nan_origin->op = "log_1_2";
+  record.metadata.nan_origin->op_func = "log";
+  record.metadata.nan_origin->op_module = "blocks.0";
+  record.op_graph_json = OpGraphToJson(g, 0);
+  const std::string text = RenderInspect(record, LayerFilter{}, Style::Plain());
+  EXPECT_THAT(text, HasSubstr("|  NaN origin op     log_1_2 (log) in blocks.0"));
+  EXPECT_THAT(text, HasSubstr("NaN origin op at step 3: log_1_2 and its parents (2 ops kept)"));
+  EXPECT_THAT(text, HasSubstr("| log_1_2 (origin) | log      | blocks.0 | [2, 4]"));
+  EXPECT_THAT(text, HasSubstr("nan 5, inf 0"));
+  EXPECT_THAT(text, HasSubstr("| add_1_1          | add      | blocks.0 | [2, 4]"));
+  // Without a graph: nothing more than before.
+  record.op_graph_json.clear();
+  EXPECT_EQ(RenderNanOriginOp(record, Style::Plain()), "");
 }
 
 TEST(RenderInspect, FilterLimitsTreeAndAnomalies) {

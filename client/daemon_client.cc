@@ -94,6 +94,11 @@ class DaemonClient::Impl {
     nan_origin_ = origin;
   }
 
+  void SetOpGraph(std::string op_graph_json) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    op_graph_ = std::move(op_graph_json);
+  }
+
   void SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors)
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -244,13 +249,18 @@ class DaemonClient::Impl {
         send_nan_origin_ = std::move(nan_origin_);
         nan_origin_.reset();
       }
+      if (op_graph_.has_value()) {
+        send_op_graph_ = std::move(op_graph_);
+        op_graph_.reset();
+      }
       closing = closing_;
       deadline = close_deadline_;
     }
 
     const absl::Time write_deadline = closing ? deadline : absl::Now() + options_.io_timeout;
     const bool had_events = !send_forward_.empty() || !send_backward_.empty();
-    if (!send_layers_.empty() || had_events || send_nan_origin_.has_value()) {
+    if (!send_layers_.empty() || had_events || send_nan_origin_.has_value() ||
+        send_op_graph_.has_value()) {
       SendTaken(write_deadline);
       *last_write = absl::Now();
     } else if (socket_.has_value() && absl::Now() - *last_write >= options_.heartbeat_interval) {
@@ -295,6 +305,24 @@ class DaemonClient::Impl {
     {
       absl::MutexLock lock(&mu_);
       dropped = stats_.dropped_events;
+    }
+    if (send_op_graph_.has_value()) {
+      // A batch of its own, with the origin it explains; dropped when it cannot fit in a frame.
+      wire::BatchFields fields;
+      fields.dropped_events = dropped;
+      fields.nan_origin = send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
+      fields.op_graph_json = *send_op_graph_;
+      size_t need = send_op_graph_->size() + 64;  // Tags, lengths, sequence, drop count.
+      if (fields.nan_origin != nullptr) {
+        const NanOrigin& o = *fields.nan_origin;
+        need += o.layer.size() + o.op.size() + o.op_func.size() + o.op_module.size() + 32;
+      }
+      if (need <= options_.max_frame_bytes) {
+        fields.sequence = ++sequence_;
+        wire::AppendEventBatchFrame(fields, {}, {}, options_.max_frame_bytes, &out_);
+        send_nan_origin_.reset();
+      }
+      send_op_graph_.reset();
     }
     absl::Span<const ForwardEvent> fwd(send_forward_);
     absl::Span<const BackwardEvent> bwd(send_backward_);
@@ -511,6 +539,7 @@ class DaemonClient::Impl {
     uint64_t events;
   };
   std::vector<FrameEnd> frame_ends_;  // The event batch frames in out_.
+  std::optional<std::string> send_op_graph_;
 
   std::thread thread_;
   absl::Notification sender_done_;
@@ -523,6 +552,7 @@ class DaemonClient::Impl {
   absl::flat_hash_set<uint32_t> layer_ids_ ABSL_GUARDED_BY(mu_);
   size_t layers_sent_ ABSL_GUARDED_BY(mu_) = 0;  // Prefix of layers_ sent on this connection.
   std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> op_graph_ ABSL_GUARDED_BY(mu_);
   std::optional<double> total_time_ms_ ABSL_GUARDED_BY(mu_);
   uint64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t accepted_ ABSL_GUARDED_BY(mu_) = 0;  // Events accepted into the queue, ever.
@@ -586,6 +616,11 @@ bool DaemonClient::EnqueueBackward(const BackwardEvent& event) {
 void DaemonClient::SetNanOrigin(const NanOrigin& origin) {
   if (owner_.InForkedChild()) return;
   impl_->SetNanOrigin(origin);
+}
+
+void DaemonClient::SetOpGraph(std::string op_graph_json) {
+  if (owner_.InForkedChild()) return;
+  impl_->SetOpGraph(std::move(op_graph_json));
 }
 
 void DaemonClient::SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors) {

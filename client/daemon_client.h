@@ -105,6 +105,10 @@ class DaemonClient {
 
   // Recorded in the next batch (once).
   void SetNanOrigin(const NanOrigin& origin);
+  // The op graph document (trace/op_graph_json.h) of the NaN origin's step: sent once, in a batch
+  // of its own with the origin set by SetNanOrigin (call that first, with the op named). A graph
+  // that cannot fit in one frame (max_frame_bytes) is not sent.
+  void SetOpGraph(std::string op_graph_json);
   // Sent with End at Close().
   void SetEndInfo(std::optional<double> total_time_ms, uint64_t hook_errors);
 

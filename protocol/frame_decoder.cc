@@ -270,6 +270,12 @@ bool DecodeNanOrigin(std::string_view in, int depth, NanOrigin* o) {
       if (f == 3) o->is_nan = v != 0;
       return true;
     }
+    if (f >= 4 && f <= 6 && wt == kLength) {  // op, op_func, op_module.
+      std::string_view s;
+      if (!r.LengthDelimited(&s) || !format::IsValidUtf8(s)) return false;
+      (f == 4 ? o->op : f == 5 ? o->op_func : o->op_module) = std::string(s);
+      return true;
+    }
     return r.Skip(f, wt, depth - 1);
   });
 }
@@ -355,6 +361,9 @@ absl::StatusOr<EventBatchSummary> DecodeEventBatch(std::string_view batch,
         }
         return DecodeNanOrigin(body, depth - 1, &*summary.nan_origin);
       }
+      case 6:  // bytes: any content (its reader checks it).
+        if (wt != kLength) break;
+        return r.LengthDelimited(&summary.op_graph_json);
       default:
         break;
     }
@@ -396,6 +405,9 @@ absl::StatusOr<EventBatchSummary> SkimEventBatch(std::string_view batch) {
           summary.nan_origin->is_nan = false;
         }
         ok = DecodeNanOrigin(body, depth - 1, &*summary.nan_origin);
+        break;
+      case T(6, kLength):
+        ok = r.LengthDelimited(&summary.op_graph_json);
         break;
       default:
         ok = r.Skip(tag >> 3, tag & 7, depth - 1);

@@ -55,6 +55,8 @@ struct EventBatchSummary {
   uint64_t sequence = 0;
   uint64_t dropped_events = 0;
   std::optional<NanOrigin> nan_origin;
+  // The op graph document (field 6), a view into the batch's bytes; empty when absent.
+  std::string_view op_graph_json;
   uint64_t forward_events = 0;
   uint64_t backward_events = 0;
 };
@@ -66,9 +68,9 @@ struct EventBatchSummary {
 absl::StatusOr<EventBatchSummary> DecodeEventBatch(std::string_view batch,
                                                    EventBatchVisitor* visitor);
 
-// The batch's own fields (sequence, dropped_events, nan_origin) and how many events it holds,
-// reading only the batch's top level: the events' own bytes are neither decoded nor checked.
-// InvalidArgument when that level is malformed (DecodeEventBatch would refuse it too).
+// The batch's own fields (sequence, dropped_events, nan_origin, op_graph_json) and how many events
+// it holds, reading only the batch's top level: the events' own bytes are neither decoded nor
+// checked. InvalidArgument when that level is malformed (DecodeEventBatch would refuse it too).
 absl::StatusOr<EventBatchSummary> SkimEventBatch(std::string_view batch);
 
 // Appends the tensors of a forward event (ForwardFields::bytes of a decoded batch) to `inputs` and

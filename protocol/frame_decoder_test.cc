@@ -52,6 +52,10 @@ v1::EventBatch Rich() {
   g->set_mem_reserved_delta(-1);
   b.mutable_nan_origin()->set_layer("blocks.0.fc");
   b.mutable_nan_origin()->set_step(12);
+  b.mutable_nan_origin()->set_op("log_1_7");
+  b.mutable_nan_origin()->set_op_func("log");
+  b.mutable_nan_origin()->set_op_module("blocks.0");
+  b.set_op_graph_json(R"({"format": "tracetorch.ops"})");
   return b;
 }
 
@@ -67,6 +71,13 @@ TEST(FrameDecoder, DecodesWhatTheGeneratedCodeEncodes) {
   ASSERT_TRUE(s->nan_origin.has_value());
   EXPECT_EQ(s->nan_origin->layer, "blocks.0.fc");
   EXPECT_FALSE(s->nan_origin->is_nan);
+  EXPECT_EQ(s->nan_origin->op, "log_1_7");
+  EXPECT_EQ(s->nan_origin->op_func, "log");
+  EXPECT_EQ(s->nan_origin->op_module, "blocks.0");
+  EXPECT_EQ(s->op_graph_json, R"({"format": "tracetorch.ops"})");
+  absl::StatusOr<EventBatchSummary> skimmed = SkimEventBatch(bytes);
+  ASSERT_TRUE(skimmed.ok()) << skimmed.status();
+  EXPECT_EQ(skimmed->op_graph_json, s->op_graph_json);
 }
 
 TEST(FrameDecoder, DecodesTheAgentsEncoder) {

@@ -107,6 +107,9 @@ void ToProto(const NanOrigin& origin, v1::NanOrigin* out) {
   out->set_layer(origin.layer);
   out->set_step(origin.step);
   out->set_is_nan(origin.is_nan);
+  out->set_op(origin.op);
+  out->set_op_func(origin.op_func);
+  out->set_op_module(origin.op_module);
 }
 
 NanOrigin FromProto(const v1::NanOrigin& origin) {
@@ -114,6 +117,9 @@ NanOrigin FromProto(const v1::NanOrigin& origin) {
   out.layer = origin.layer();
   out.step = origin.step();
   out.is_nan = origin.is_nan();
+  out.op = origin.op();
+  out.op_func = origin.op_func();
+  out.op_module = origin.op_module();
   return out;
 }
 
@@ -259,6 +265,7 @@ void ToProto(const TraceRecord& record, v1::TraceRecord* out) {
   ToProto(record.metadata, out->mutable_metadata());
   for (const LayerTrace& l : record.layers) ToProto(l, out->add_layers());
   for (const Anomaly& a : record.warnings) ToProto(a, out->add_warnings());
+  out->set_op_graph_json(record.op_graph_json);
 }
 
 TraceRecord FromProto(const v1::TraceRecord& record) {
@@ -267,6 +274,7 @@ TraceRecord FromProto(const v1::TraceRecord& record) {
   out.layers.reserve(static_cast<size_t>(record.layers_size()));
   for (const v1::LayerTrace& l : record.layers()) out.layers.push_back(FromProto(l));
   for (const v1::Anomaly& a : record.warnings()) out.warnings.push_back(FromProto(a));
+  out.op_graph_json = record.op_graph_json();
   return out;
 }
 

@@ -278,6 +278,9 @@ void EncodeNanOrigin(S& s, const NanOrigin& o) {
   StringField(s, 1, o.layer);
   IntField(s, 2, o.step);
   BoolField(s, 3, o.is_nan);
+  StringField(s, 4, o.op);
+  StringField(s, 5, o.op_func);
+  StringField(s, 6, o.op_module);
 }
 
 // Appends header + AgentMessage{field: body} to `out`.
@@ -383,6 +386,7 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
   if (batch.nan_origin != nullptr) {
     MessageField(fixed, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
   }
+  StringField(fixed, 6, batch.op_graph_json);
   // The AgentMessage wrapper: tag + up to 5 bytes of length.
   const size_t base = fixed.size() + 1 + 5;
   size_t used = base;
@@ -415,7 +419,10 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
   }
   result.forward_used = f_end;
   result.backward_used = b_end;
-  if (f_end == f_begin && b_end == 0 && batch.nan_origin == nullptr) return result;
+  if (f_end == f_begin && b_end == 0 && batch.nan_origin == nullptr &&
+      batch.op_graph_json.empty()) {
+    return result;
+  }
 
   const size_t batch_size = used - base + fixed.size();
   const size_t payload = 1 + VarintSize(batch_size) + batch_size;
@@ -441,6 +448,7 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
   if (batch.nan_origin != nullptr) {
     MessageField(w, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
   }
+  StringField(w, 6, batch.op_graph_json);
   return result;
 }
 

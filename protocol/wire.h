@@ -59,6 +59,7 @@ struct BatchFields {
   uint64_t sequence = 0;
   uint64_t dropped_events = 0;
   const NanOrigin* nan_origin = nullptr;  // Optional.
+  std::string_view op_graph_json = {};    // Optional (field 6, bytes); must fit in one frame.
 };
 
 struct BatchResult {
@@ -70,7 +71,7 @@ struct BatchResult {
 // Appends one EventBatch frame holding as many leading events of `forward`, then `backward`, as fit
 // in `max_frame_bytes` (payload bytes). A single event larger than the limit is skipped and counted
 // in forward_oversized (backward events are small and fixed-size). Appends nothing when no event
-// fits or both spans are empty and there is no nan_origin.
+// fits or both spans are empty and there is neither a nan_origin nor an op_graph_json.
 BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const ForwardEvent> forward,
                                   absl::Span<const BackwardEvent> backward,
                                   uint32_t max_frame_bytes, std::string* out);

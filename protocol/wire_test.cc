@@ -124,10 +124,14 @@ TEST(Wire, EventBatchMatchesGeneratedParser) {
   b.sample.mem_reserved_delta = 1 << 20;
   std::vector<BackwardEvent> bwd = {b};
   NanOrigin origin{"net.fc", 4, false};
+  origin.op = "div_1_3";
+  origin.op_func = "div";
+  origin.op_module = "net";
   BatchFields fields;
   fields.sequence = 5;
   fields.dropped_events = 11;
   fields.nan_origin = &origin;
+  fields.op_graph_json = R"({"format": "tracetorch.ops", "version": 1})";
   std::string out;
   BatchResult r = AppendEventBatchFrame(fields, fwd, bwd, kDefaultMaxFrameBytes, &out);
   EXPECT_EQ(r.forward_used, 2u);
@@ -140,6 +144,10 @@ TEST(Wire, EventBatchMatchesGeneratedParser) {
   EXPECT_EQ(batch.nan_origin().layer(), "net.fc");
   EXPECT_EQ(batch.nan_origin().step(), 4);
   EXPECT_FALSE(batch.nan_origin().is_nan());
+  EXPECT_EQ(batch.nan_origin().op(), "div_1_3");
+  EXPECT_EQ(batch.nan_origin().op_func(), "div");
+  EXPECT_EQ(batch.nan_origin().op_module(), "net");
+  EXPECT_EQ(batch.op_graph_json(), R"({"format": "tracetorch.ops", "version": 1})");
   ASSERT_EQ(batch.forward_size(), 2);
   const v1::ForwardEvent& f = batch.forward(0);
   EXPECT_EQ(f.layer_id(), 1u);

@@ -15,6 +15,8 @@
 #include "trace/json_fields.h"
 #include "trace/json_scanner.h"
 #include "trace/json_writer.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 #include "trace/record.h"
 
 namespace tracetorch {
@@ -77,6 +79,8 @@ class Reader {
         if (auto s = ReadLayers(field.value, sub, &out->layers); !s.ok()) return s;
       } else if (field.key == "warnings") {
         if (auto s = ReadWarnings(field.value, sub, &out->warnings); !s.ok()) return s;
+      } else if (field.key == "op_graph") {
+        if (auto s = ReadOpGraph(field.value, sub, &out->op_graph_json); !s.ok()) return s;
       }
     }
     if (!have_layers) return ShapeError(Path{&path, "layers"}, "missing");
@@ -268,11 +272,35 @@ class Reader {
             s = ShapeError(sub, "expected \"nan\" or \"inf\"");
           }
         }
+      } else if (field.key == "op") {
+        s = ReadString(field.value, sub, &origin.op);
+      } else if (field.key == "op_func") {
+        s = ReadString(field.value, sub, &origin.op_func);
+      } else if (field.key == "op_module") {
+        s = ReadString(field.value, sub, &origin.op_module);
       }
       if (!s.ok()) return s;
     }
     if (!have_layer) return ShapeError(Path{&path, "layer"}, "missing");
     *out = std::move(origin);
+    return absl::OkStatus();
+  }
+
+  // The record's "op_graph" member (null: none), kept as minified text once it reads as an op
+  // graph document.
+  absl::Status ReadOpGraph(element e, const Path& path, std::string* out) const {
+    out->clear();
+    if (e.is_null()) return absl::OkStatus();
+    std::string text;
+    JsonWriter w(0, &text);
+    WriteElement(e, w);
+    w.Finish();
+    if (absl::StatusOr<OpGraph> graph = ParseOpGraphJson(text); !graph.ok()) {
+      std::string where;
+      RenderPath(path, &where);
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", graph.status().message()));
+    }
+    *out = std::move(text);
     return absl::OkStatus();
   }
 

@@ -192,6 +192,14 @@ void WriteMetadata(const TraceMetadata& m, JsonWriter& w) {
     w.Int(m.nan_origin->step);
     w.PlainKey("kind");
     w.String(m.nan_origin->is_nan ? "nan" : "inf");
+    if (!m.nan_origin->op.empty()) {
+      w.PlainKey("op");
+      w.String(m.nan_origin->op);
+      w.PlainKey("op_func");
+      w.String(m.nan_origin->op_func);
+      w.PlainKey("op_module");
+      w.String(m.nan_origin->op_module);
+    }
     w.EndObject();
   }
   for (const auto& [k, v] : m.extra) {
@@ -244,6 +252,10 @@ void WriteRecord(const TraceRecord& record, JsonWriter& w) {
   w.BeginArray();
   for (const Anomaly& a : record.warnings) WriteAnomaly(a, w);
   w.EndArray();
+  if (!record.op_graph_json.empty()) {
+    w.PlainKey("op_graph");
+    w.RawValue(record.op_graph_json);
+  }
   w.EndObject();
 }
 

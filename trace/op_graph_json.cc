@@ -603,6 +603,18 @@ absl::StatusOr<OpGraph> ParseOpGraphJson(std::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot parse the op graph: ", simdjson::error_message(error)));
   }
+  // A training trace (a record with "layers" and no "format"): its "op_graph" member.
+  simdjson::dom::object obj;
+  if (root.get(obj) == simdjson::SUCCESS && obj["format"].error() == simdjson::NO_SUCH_FIELD &&
+      obj["layers"].error() == simdjson::SUCCESS) {
+    simdjson::dom::element member;
+    if (obj["op_graph"].get(member) != simdjson::SUCCESS || member.is_null()) {
+      return absl::InvalidArgumentError(
+          "a training trace without an op graph (TraceSession(ops=\"on_nan\") keeps the op graph "
+          "of the first step with a NaN or Inf)");
+    }
+    root = member;
+  }
   OpGraph graph;
   if (auto s = ReadGraph(root, &graph); !s.ok()) return s;
   return graph;

@@ -46,7 +46,9 @@ std::string OpGraphToJson(const OpGraph& graph, int indent = 1);
 // selection of the ops (`tracetorch ops --json`).
 void WriteOpNodeJson(const OpNode& op, JsonWriter& w);
 
-// Reads a document OpGraphToJson wrote. InvalidArgument naming the field for a document of the
+// Reads a document OpGraphToJson wrote, or the "op_graph" member of a training trace (a record
+// with "layers" and no "format", see TraceRecord::op_graph_json); a training trace without one is
+// InvalidArgument saying so. InvalidArgument naming the field for a document of the
 // wrong shape ("ops[2].inputs[0].source.kind: expected one of op, input, param, other"), a
 // "format" other than kOpGraphFormat, or a "version" newer than kOpGraphVersion; syntax errors
 // give their line and column. Indexes are checked against the arrays they point into.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "trace/json.h"
 
 namespace tracetorch {
 namespace {
@@ -82,11 +83,59 @@ TEST(OpGraphJsonTest, RoundTripIsExact) {
   EXPECT_EQ(OpGraphToJson(*back, 0), OpGraphToJson(g, 0));
 }
 
+// A training trace (TraceSession(ops="on_nan")) carries the graph as its "op_graph" member and
+// names the op in nan_origin; both read back, and the graph reads as an op graph document too.
+TEST(OpGraphJsonTest, TrainingTraceCarriesTheGraphAndTheOriginOp) {
+  OpGraph g = SmallGraph();
+  g.step = 4;
+  g.nan_origin = 1;
+  TraceRecord r;
+  r.metadata.model_name = "Net";
+  r.metadata.nan_origin = NanOrigin{"fc", 4, true};
+  r.metadata.nan_origin->op = "relu_1_2";
+  r.metadata.nan_origin->op_func = "relu_";
+  r.metadata.nan_origin->op_module = "<root>";
+  r.layers.emplace_back().full_name = "fc";
+  r.op_graph_json = OpGraphToJson(g, 0);
+  const std::string line = TraceToJson(r, JsonStyle{.indent = 0});
+  EXPECT_NE(line.find(R"("kind":"nan","op":"relu_1_2","op_func":"relu_","op_module":"<root>"})"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find(R"(],"op_graph":{"format":"tracetorch.ops",)"), std::string::npos) << line;
+  const std::string text = TraceToJson(r, JsonStyle{.indent = 2});
+  absl::StatusOr<TraceRecord> back = ParseTraceJson(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, r);
+  absl::StatusOr<OpGraph> graph = ParseOpGraphJson(text);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  EXPECT_EQ(OpGraphToJson(*graph, 0), r.op_graph_json);
+  EXPECT_EQ(graph->step, 4);
+
+  // Without the member: the reader says what is missing; the record reads as before.
+  r.op_graph_json.clear();
+  const std::string plain = TraceToJson(r);
+  EXPECT_EQ(plain.find("op_graph"), std::string::npos);
+  absl::StatusOr<OpGraph> none = ParseOpGraphJson(plain);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("a training trace without an op graph"),
+            std::string::npos);
+  // A member that is not an op graph is an error naming it.
+  absl::StatusOr<TraceRecord> bad =
+      ParseTraceJson(R"({"metadata": {}, "layers": [], "op_graph": {"format": "x"}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("op_graph: "), std::string::npos) << bad.status();
+}
+
 TEST(OpGraphJsonTest, RejectsWhatIsNotAnOpGraph) {
   EXPECT_EQ(ParseOpGraphJson("").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(ParseOpGraphJson("{\"layers\": [}").status().message().find("line 1"),
             std::string::npos);
+  // A training trace says it has no op graph (see TrainingTraceCarriesTheGraphAndTheOriginOp);
+  // another document says what is not an op graph about it.
   absl::StatusOr<OpGraph> g = ParseOpGraphJson("{\"metadata\": {}, \"layers\": []}");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("without an op graph"), std::string::npos);
+  g = ParseOpGraphJson("{\"ops\": []}");
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("format"), std::string::npos);
   std::string text = OpGraphToJson(SmallGraph());

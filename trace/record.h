@@ -171,6 +171,13 @@ struct NanOrigin {
   std::string layer;   // full_name, or kModelInput.
   int64_t step = 0;    // 0-based forward pass (step) in which it appeared.
   bool is_nan = true;  // false: the first non-finite value was +/-Inf, not NaN.
+  // The operation where it entered, when the session recorded ops (TraceSession(ops="on_nan")):
+  // the op's label ("log_1_12"), func_name ("log") and module address (OpGraph::ModuleAddress:
+  // "layer1.0", "block:2", "<root>"). All empty otherwise, or when the value entered with the
+  // model input. JSON: "op", "op_func", "op_module" beside "layer", only when `op` is set.
+  std::string op = "";
+  std::string op_func = "";
+  std::string op_module = "";
 
   friend bool operator==(const NanOrigin&, const NanOrigin&);
   friend bool operator!=(const NanOrigin& a, const NanOrigin& b) { return !(a == b); }
@@ -206,6 +213,11 @@ struct TraceRecord {
   TraceMetadata metadata;
   std::vector<LayerTrace> layers;
   std::vector<Anomaly> warnings;
+  // The op graph of the step where the first non-finite value appeared, kept by a session that
+  // recorded ops (TraceSession(ops="on_nan")): the document trace/op_graph_json.h writes, minified
+  // (read it with ParseOpGraphJson). Empty when none was kept. JSON: the record's "op_graph"
+  // member (after "warnings"; absent when empty), whose value is that document.
+  std::string op_graph_json = "";
 
   // Returns the layer with this full_name, or nullptr. Linear scan: for lookups in loops, build an
   // index (see diff.cc).

@@ -123,14 +123,24 @@ OpRecorder::OpRecorder(OpRecorderOptions options)
 
 OpRecorder::~OpRecorder() { Stop(); }
 
+void OpRecorder::Measure(const at::Tensor& t, TensorInfo* info) const {
+  if (options_.nonfinite_only) {
+    absl::StatusOr<TensorStats> counts =
+        agent::ComputeTensorStats(t, agent::StatsMode::kNonFiniteOnly);
+    if (counts.ok()) info->nonfinite = NonFiniteCounts{counts->nan_count, counts->inf_count};
+    return;
+  }
+  absl::StatusOr<TensorStats> stats = agent::ComputeTensorStats(t, agent::StatsMode::kFull);
+  if (stats.ok()) info->stats = *stats;
+}
+
 void OpRecorder::AddInput(std::string name, const at::Tensor& tensor) {
   if (!tensor.defined()) return;
   const int32_t index = static_cast<int32_t>(graph_.inputs.size());
   TensorInfo info = Describe(tensor);
   if (options_.stats) {
     at::DisableRecordFunctionGuard quiet;
-    absl::StatusOr<TensorStats> stats = agent::ComputeTensorStats(tensor, agent::StatsMode::kFull);
-    if (stats.ok()) info.stats = *stats;
+    Measure(tensor, &info);
   }
   graph_.inputs.push_back(OpGraphInput{std::move(name), std::move(info)});
   Record(tensor.unsafeGetTensorImpl(), tensor, OpSource{OpSource::Kind::kInput, index, 0});
@@ -183,9 +193,7 @@ void OpRecorder::Stop() {
 
 namespace {
 
-bool NonFinite(const TensorInfo& t) {
-  return t.stats && (t.stats->nan_count > 0 || t.stats->inf_count > 0);
-}
+bool NonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
 
 }  // namespace
 
@@ -366,10 +374,7 @@ void OpRecorder::OnEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     }
     for (const at::Tensor& t : outputs) {
       TensorInfo info = Describe(t);
-      if (options_.stats) {
-        absl::StatusOr<TensorStats> stats = agent::ComputeTensorStats(t, agent::StatsMode::kFull);
-        if (stats.ok()) info.stats = *stats;
-      }
+      if (options_.stats) Measure(t, &info);
       graph_.ops[op].outputs.push_back(std::move(info));
     }
     if (!save_none_ && !outputs.empty()) {

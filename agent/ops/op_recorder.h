@@ -35,7 +35,8 @@
 //
 // NaN origin: at Stop(), graph().nan_origin is the first op with a NaN/Inf output whose tensor
 // inputs (op outputs and graph inputs, by their statistics; parameters are not checked) were all
-// finite — a NaN weight makes the op that reads it the origin. Needs `stats`.
+// finite — a NaN weight makes the op that reads it the origin. Needs `stats` (nonfinite_only
+// suffices).
 //
 // Errors: nothing throws out of a callback into the traced program. A failure inside a callback is
 // counted (hook_errors()) and the first message kept (first_error()); an intervention that throws
@@ -93,6 +94,9 @@ inline constexpr std::string_view kSkippedOps[] = {
 struct OpRecorderOptions {
   OpSelector save = OpSelector::All();  // Whose outputs to keep; None() keeps none.
   bool stats = true;                    // Output statistics (agent/stats.h, full mode).
+  // With `stats`: only count NaN/Inf (TensorInfo::nonfinite, `stats` left absent), no moments —
+  // all the NaN origin needs, at a fraction of the cost (TraceSession(ops="on_nan") uses it).
+  bool nonfinite_only = false;
   // Sites, in order; `intervene` gets the index of the first that matched.
   std::vector<OpSelector> intervene_sites;
   // Called with the site index and the op's output; returns the replacement (undefined: keep).
@@ -183,6 +187,8 @@ class OpRecorder {
   // Ends an open pass that returned `outputs` (already popped from open_).
   void ClosePass(const OpenPass& p, const std::vector<at::Tensor>& outputs);
   void Fail(std::string_view cause, std::string_view message);
+  // Fills info->stats (or info->nonfinite, with nonfinite_only) for `t`.
+  void Measure(const at::Tensor& t, TensorInfo* info) const;
   // Sets graph_.nan_origin from the output statistics (at Stop()).
   void FindNanOrigin();
 

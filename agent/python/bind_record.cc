@@ -223,6 +223,9 @@ execution order, whose inputs were finite and whose outputs were not; and in whi
       .def_readwrite("layer", &NanOrigin::layer, "full_name of the layer, or '<input>'.")
       .def_readwrite("step", &NanOrigin::step, "0-based forward pass in which it appeared.")
       .def_readwrite("is_nan", &NanOrigin::is_nan, "False when the first value was +/-Inf.")
+      .def_readwrite("op", &NanOrigin::op, "The origin op's label (ops='on_nan'), or ''.")
+      .def_readwrite("op_func", &NanOrigin::op_func, "The origin op's func_name, or ''.")
+      .def_readwrite("op_module", &NanOrigin::op_module, "The origin op's module address, or ''.")
       .def_property(
           "kind", [](const NanOrigin& o) { return o.is_nan ? "nan" : "inf"; },
           [](NanOrigin& o, std::string_view kind) {
@@ -242,7 +245,8 @@ execution order, whose inputs were finite and whose outputs were not; and in whi
            })
       .def("__repr__", [](const NanOrigin& o) {
         return absl::StrCat("NanOrigin(layer=", Repr(py::str(o.layer)), ", step=", o.step,
-                            ", kind='", o.is_nan ? "nan" : "inf", "')");
+                            ", kind='", o.is_nan ? "nan" : "inf", "'",
+                            o.op.empty() ? "" : absl::StrCat(", op=", Repr(py::str(o.op))), ")");
       });
   AddValueSemantics(origin);
 
@@ -604,6 +608,9 @@ also accept the library's plain dicts (metadata dict, layer dicts, warning dicts
             r.warnings = ListFromPy<Anomaly>(v, AnomalyFromPy, "warnings");
           },
           "list[Anomaly] (copies).")
+      .def_readwrite(
+          "op_graph_json", &TraceRecord::op_graph_json,
+          "The op graph kept at the NaN origin (ops='on_nan'), as JSON text; '' if none.")
       .def(
           "find_layer",
           [](const TraceRecord& r, std::string_view full_name) -> py::object {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/daemon_sink.h"
+#include "agent/ops/nan_op_watch.h"
 #include "agent/python/record_convert.h"
 #include "agent/python/status_translate.h"
 #include "agent/stats.h"
@@ -197,7 +198,40 @@ class SessionEngine {
     absl::StatusOr<Tracer::LayerId> id =
         tracer_->DeclareLayer(LayerInfo{name, type, full_name, depth, params});
     if (!id.ok()) ThrowStatus(id.status());
+    if (*id >= 0) {
+      if (static_cast<size_t>(*id) >= modules_.size()) modules_.resize(*id + 1);
+      modules_[*id] = ModuleInfo{full_name, type, params};
+    }
     return *id;
+  }
+
+  // ops="on_nan" for the next start()..finish() block (agent/ops/nan_op_watch.h): `params` is a
+  // list of (name, tensor, is_buffer) the ops may read, `root_type` the model's class name.
+  // root_type None: no op recording.
+  // REQUIRES: not active.
+  void SetOps(const std::string& model_name, py::object root_type, py::object params) {
+    ops_stack_.clear();
+    if (root_type.is_none()) {
+      watch_.reset();
+      return;
+    }
+    const std::string type = py::cast<std::string>(root_type);
+    watch_ = std::make_unique<ops::NanOpWatch>(model_name, type);
+    for (py::handle item : params) {
+      auto t = py::reinterpret_borrow<py::tuple>(item);
+      watch_->AddParameter(py::cast<std::string>(t[0]), THPVariable_Unpack(t[1].ptr()),
+                           py::cast<bool>(t[2]));
+    }
+  }
+
+  // {"recorded_steps", "skipped_steps", "kept_step"} of the op watch; None without ops.
+  py::object OpsStats() const {
+    if (watch_ == nullptr) return py::none();
+    py::dict d;
+    d["recorded_steps"] = watch_->recorded_steps();
+    d["skipped_steps"] = watch_->skipped_steps();
+    d["kept_step"] = watch_->kept() != nullptr ? py::cast(*watch_->kept()->step) : py::none();
+    return d;
   }
 
   void SetMetadata(const py::dict& metadata) { tracer_->SetMetadata(ToMetadata(metadata)); }
@@ -205,6 +239,7 @@ class SessionEngine {
   void Start() {
     if (absl::Status s = tracer_->Start(); !s.ok()) ThrowStatus(s);
     final_.reset();
+    ops_stack_.clear();
     if (sink_ == nullptr) closed_stats_.reset();  // This block does not stream.
   }
 
@@ -260,6 +295,7 @@ class SessionEngine {
       Flatten(args.ptr(), 0, &tensors);
       if (kwargs.ptr() != nullptr && !kwargs.is_none()) Flatten(kwargs.ptr(), 0, &tensors);
       call = tracer_->BeginCall(layer, is_root, tensors);
+      if (watch_ != nullptr && call != Tracer::kNoCall) OpsPre(layer, is_root, call, tensors);
     });
     return call;
   }
@@ -270,11 +306,20 @@ class SessionEngine {
       TensorList tensors;
       Flatten(output.ptr(), 0, &tensors);
       tracer_->EndCall(call, tensors);
+      if (!ops_stack_.empty()) OpsPost(call, &tensors);
     });
-    if (!ok) tracer_->AbortCall(call);
+    if (!ok) {
+      tracer_->AbortCall(call);
+      if (!ops_stack_.empty()) OpsPost(call, nullptr);
+    }
   }
 
-  void Abort(int64_t call) { tracer_->AbortCall(call); }
+  void Abort(int64_t call) {
+    tracer_->AbortCall(call);
+    if (!ops_stack_.empty()) {
+      guest::GuardHook(tracer_->errors(), "ops_abort", [&] { OpsPost(call, nullptr); });
+    }
+  }
 
   // ---- Results -----------------------------------------------------------------------------
   TraceRecord Record() const {
@@ -321,6 +366,59 @@ class SessionEngine {
  private:
   static constexpr double kCloseWaitS = 1.0;
 
+  struct ModuleInfo {
+    std::string path;
+    std::string type;
+    int64_t params = 0;
+  };
+  struct OpenCall {
+    int64_t call = 0;
+    int32_t pass = -1;  // The watch's pass (-1: none).
+    bool root = false;  // The root call: the watch's step.
+  };
+
+  // A module call begins while ops are watched: the root starts a step, others open a pass.
+  void OpsPre(int layer, bool is_root, int64_t call, const TensorList& tensors) {
+    if (is_root) {
+      if (!ops_stack_.empty()) return;  // A nested root call: part of the open step.
+      const std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
+      watch_->BeginStep(tracer_->steps() - 1, inputs);
+      if (watch_->recording()) ops_stack_.push_back(OpenCall{call, -1, /*root=*/true});
+      return;
+    }
+    if (ops_stack_.empty() || layer < 0 || static_cast<size_t>(layer) >= modules_.size()) return;
+    const ModuleInfo& m = modules_[layer];
+    const std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
+    ops_stack_.push_back(
+        OpenCall{call, watch_->PushModule(m.path, m.type, inputs, m.params), /*root=*/false});
+  }
+
+  // The call `call` ended with `tensors` (nullptr: it raised). Calls are strictly nested.
+  void OpsPost(int64_t call, const TensorList* tensors) {
+    if (ops_stack_.back().call != call) return;
+    const OpenCall open = ops_stack_.back();
+    ops_stack_.pop_back();
+    std::vector<at::Tensor> outputs;
+    if (tensors != nullptr) outputs.assign(tensors->begin(), tensors->end());
+    if (!open.root) {
+      watch_->PopModule(open.pass, outputs);
+      return;
+    }
+    ops_stack_.clear();
+    const int64_t errors = watch_->hook_errors();
+    if (tensors != nullptr) {
+      watch_->EndStep(outputs);
+    } else {
+      watch_->AbortStep();
+    }
+    if (watch_->hook_errors() > errors) tracer_->errors().Record("ops", watch_->first_error());
+    if (watch_->kept() != nullptr && sink_ != nullptr) {  // Kept just now: stream it once.
+      std::optional<NanOrigin> origin = tracer_->nan_origin();
+      if (origin) watch_->Annotate(&*origin);
+      sink_->SendOpGraph(origin, watch_->kept_json());
+    }
+  }
+
   std::optional<client::DaemonClientStats> StreamStats() const {
     if (sink_ != nullptr) return sink_->stats();
     return closed_stats_;
@@ -330,6 +428,10 @@ class SessionEngine {
   TraceRecord Decorate(TraceRecord record) const {
     if (std::optional<client::DaemonClientStats> stats = StreamStats()) {
       record.metadata.SetExtra("dropped_events", absl::StrCat(stats->dropped_events));
+    }
+    if (watch_ != nullptr && watch_->kept() != nullptr) {
+      if (record.metadata.nan_origin) watch_->Annotate(&*record.metadata.nan_origin);
+      record.op_graph_json = watch_->kept_json();
     }
     return record;
   }
@@ -341,6 +443,9 @@ class SessionEngine {
   std::unique_ptr<agent::WatchFlusher> flusher_;
   std::string watch_path_;
   std::optional<TraceRecord> final_;
+  std::vector<ModuleInfo> modules_;         // By layer id.
+  std::unique_ptr<ops::NanOpWatch> watch_;  // ops="on_nan"; null otherwise.
+  std::vector<OpenCall> ops_stack_;         // Module calls open in the watched step.
 };
 
 std::string SessionEngine::Summary() const {
@@ -418,6 +523,9 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
            py::arg("total_time_ms") = py::none())
       .def("daemon_stats", &SessionEngine::DaemonStats)
       .def("finish", &SessionEngine::Finish, py::arg("total_time_ms") = py::none())
+      .def("set_ops", &SessionEngine::SetOps, py::arg("model_name"), py::arg("root_type"),
+           py::arg("params"))
+      .def("ops_stats", &SessionEngine::OpsStats)
       .def("start_watch", &SessionEngine::StartWatch, py::arg("path"), py::arg("interval_s"))
       .def("stop_watch", &SessionEngine::StopWatch)
       .def("pre", &SessionEngine::Pre)

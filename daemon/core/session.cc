@@ -15,6 +15,8 @@
 #include "protocol/record_proto.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -114,6 +116,7 @@ TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after) {
   out.metadata = after.metadata;
   if (!out.metadata.nan_origin) out.metadata.nan_origin = before.metadata.nan_origin;
   if (!out.metadata.total_time_ms) out.metadata.total_time_ms = before.metadata.total_time_ms;
+  out.op_graph_json = after.op_graph_json.empty() ? before.op_graph_json : after.op_graph_json;
   absl::flat_hash_map<std::string_view, const LayerTrace*> after_by_name;
   for (const LayerTrace& l : after.layers) after_by_name[l.full_name] = &l;
   absl::flat_hash_map<std::string_view, bool> seen;
@@ -319,9 +322,18 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
   // events; malformed events stop it (the events before them stay applied and counted).
   absl::StatusOr<protocol::wire::EventBatchSummary> summary = protocol::wire::SkimEventBatch(batch);
   if (!summary.ok()) return summary.status();
+  // The op graph (ops="on_nan"), checked and made canonical outside the lock; one that does not
+  // read is dropped (it would make the snapshot unreadable).
+  std::string op_graph;
+  if (!summary->op_graph_json.empty()) {
+    if (absl::StatusOr<OpGraph> g = ParseOpGraphJson(summary->op_graph_json); g.ok()) {
+      op_graph = OpGraphToJson(*g, 0);
+    }
+  }
   BatchOutcome out;
   const absl::Time arrived = absl::Now();
   absl::MutexLock lock(&mu_);
+  if (!op_graph.empty() && op_graph_json_.empty()) op_graph_json_ = std::move(op_graph);
   ++changes_;
   client_dropped_ = std::max(client_dropped_, summary->dropped_events);
   if (last_forward_bytes_.size() < history_.size()) last_forward_bytes_.resize(history_.size());
@@ -343,8 +355,13 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
   }
   if (summary->nan_origin.has_value()) {
     TraceMetadata m = aggregator_.metadata();
+    const NanOrigin& got = *summary->nan_origin;
     if (!m.nan_origin) {
-      m.nan_origin = *summary->nan_origin;
+      m.nan_origin = got;
+      aggregator_.SetMetadata(std::move(m));
+    } else if (m.nan_origin->op.empty() && !got.op.empty() && m.nan_origin->layer == got.layer &&
+               m.nan_origin->step == got.step) {
+      m.nan_origin = got;  // The same origin, now with its op (sent after the step's forward).
       aggregator_.SetMetadata(std::move(m));
     }
   }
@@ -465,6 +482,7 @@ v1::SessionIndexEntry Session::IndexEntryLocked() const {
 TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.Snapshot()); }
 
 TraceRecord Session::RecordFromLocked(TraceRecord r) const {
+  r.op_graph_json = op_graph_json_;
   if (restored_.has_value()) r = MergeRecords(restored_->record, r);
   r.metadata.SetExtra("dropped_events", absl::StrCat(DroppedLocked()));
   std::string id_json;

@@ -210,6 +210,7 @@ class Session {
   uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;        // In flight across reconnects.
   uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;  // Since the restore (gap accounting).
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;            // The version (WatchView).
+  std::string op_graph_json_ ABSL_GUARDED_BY(mu_);       // First op graph received, canonical.
   absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // By aggregator id, for WatchView: versions of the latest and first accepted event, and of the
   // first history point (0 = none yet), and of the latest history thinning (0 = never).
@@ -226,6 +227,7 @@ class Session {
 // Merges a record restored from disk (`before`) with what was aggregated since (`after`): counts
 // add, min/max combine, means are weighted by counts, latest values come from `after` where it has
 // them, sticky flags OR. Layer order: `before`'s, then layers new in `after`.
+// The op graph (ops="on_nan") is `after`'s when it has one, else `before`'s.
 TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after);
 
 std::string_view ToString(SessionState state);

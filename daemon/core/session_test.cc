@@ -4,6 +4,8 @@
 
 #include "gtest/gtest.h"
 #include "protocol/codes.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -128,6 +130,63 @@ TEST(Session, SnapshotEqualsAnAggregatorFedTheSameSamples) {
   EXPECT_EQ(snap.history(0).steps_size(), 5);
   EXPECT_DOUBLE_EQ(snap.history(0).grad_norm(4), 5.0);
   EXPECT_DOUBLE_EQ(snap.history(0).output_std(4), 6.0);
+}
+
+// ops="on_nan": the origin arrives first without its op (mid-forward), then again with the op and
+// the op graph (after the step's forward). The session keeps the op and the first graph that reads;
+// the snapshot carries both.
+TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
+  Session s("id-1", MakeHello(), {1, 2, 3}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  v1::EventBatch first;
+  first.set_sequence(1);
+  first.mutable_nan_origin()->set_layer("net.relu");
+  first.mutable_nan_origin()->set_step(2);
+  first.mutable_nan_origin()->set_is_nan(true);
+  s.AddBatch(first);
+  EXPECT_TRUE(s.Record().op_graph_json.empty());
+
+  v1::EventBatch garbage;
+  garbage.set_sequence(2);
+  garbage.set_op_graph_json("{not json");
+  s.AddBatch(garbage);
+  EXPECT_TRUE(s.Record().op_graph_json.empty());
+
+  OpGraph g;
+  g.model_name = "Net";
+  g.source = "eager";
+  g.step = 2;
+  ModulePass root;
+  root.type = "Net";
+  g.modules = {root};
+  v1::EventBatch second = first;
+  second.set_sequence(3);
+  second.mutable_nan_origin()->set_op("div_1_4");
+  second.mutable_nan_origin()->set_op_func("div");
+  second.mutable_nan_origin()->set_op_module("net");
+  second.set_op_graph_json(OpGraphToJson(g, 2));  // Indented: kept canonical (minified).
+  s.AddBatch(second);
+  const TraceRecord r = s.Record();
+  ASSERT_TRUE(r.metadata.nan_origin.has_value());
+  EXPECT_EQ(r.metadata.nan_origin->layer, "net.relu");
+  EXPECT_EQ(r.metadata.nan_origin->op, "div_1_4");
+  EXPECT_EQ(r.metadata.nan_origin->op_module, "net");
+  EXPECT_EQ(r.op_graph_json, OpGraphToJson(g, 0));
+  EXPECT_EQ(s.ToSnapshot().record().op_graph_json(), OpGraphToJson(g, 0));
+
+  // A later, different origin does not replace the first.
+  v1::EventBatch other = second;
+  other.set_sequence(4);
+  other.mutable_nan_origin()->set_layer("net.fc1");
+  other.mutable_nan_origin()->set_op("log_1_1");
+  s.AddBatch(other);
+  EXPECT_EQ(s.Record().metadata.nan_origin->op, "div_1_4");
+
+  // A restarted daemon restores the record from the snapshot and keeps the graph.
+  Session restored("id-1", MakeHello(), {1, 2, 3}, absl::Now(), {}, {},
+                   Session::Restored{r, v1::SessionIndexEntry()});
+  EXPECT_EQ(restored.Record().op_graph_json, r.op_graph_json);
+  EXPECT_EQ(restored.Record().metadata.nan_origin->op, "div_1_4");
 }
 
 TEST(Session, UndeclaredLayerEventsAreRejectedAndCounted) {

@@ -123,7 +123,8 @@ inline std::string DecoderDisagreement(std::string_view batch) {
        skimmed->dropped_events != decoded->dropped_events ||
        skimmed->forward_events != decoded->forward_events ||
        skimmed->backward_events != decoded->backward_events ||
-       skimmed->nan_origin != decoded->nan_origin)) {
+       skimmed->nan_origin != decoded->nan_origin ||
+       skimmed->op_graph_json != decoded->op_graph_json)) {
     return "SkimEventBatch and DecodeEventBatch summarise differently";
   }
   if (generated_ok != decoded.ok()) {
@@ -137,13 +138,15 @@ inline std::string DecoderDisagreement(std::string_view batch) {
       s.backward_events != static_cast<uint64_t>(parsed.backward_size()) ||
       collected.forward.size() != static_cast<size_t>(parsed.forward_size()) ||
       collected.backward.size() != static_cast<size_t>(parsed.backward_size()) ||
-      s.nan_origin.has_value() != parsed.has_nan_origin()) {
+      s.nan_origin.has_value() != parsed.has_nan_origin() ||
+      s.op_graph_json != parsed.op_graph_json()) {
     return "batch fields differ: " + parsed.ShortDebugString();
   }
   if (s.nan_origin.has_value()) {
     const v1::NanOrigin& o = parsed.nan_origin();
     if (s.nan_origin->layer != o.layer() || s.nan_origin->step != o.step() ||
-        s.nan_origin->is_nan != o.is_nan()) {
+        s.nan_origin->is_nan != o.is_nan() || s.nan_origin->op != o.op() ||
+        s.nan_origin->op_func != o.op_func() || s.nan_origin->op_module != o.op_module()) {
       return "nan_origin differs: " + o.ShortDebugString();
     }
   }

@@ -230,10 +230,19 @@ class Op:
 
     @property
     def stats(self) -> Optional[Dict[str, Any]]:
-        if not self.outputs or "mean" not in self.outputs[0]:
+        """mean/std/min/max/nan_count/inf_count of the first output; only the counts (the moments
+        None) for a graph recorded with NaN/Inf counts only (TraceSession(ops="on_nan"))."""
+        if not self.outputs:
             return None
-        keys = ("mean", "std", "min", "max", "nan_count", "inf_count")
-        return {k: self.outputs[0][k] for k in keys}
+        out = self.outputs[0]
+        if "mean" in out:
+            keys = ("mean", "std", "min", "max", "nan_count", "inf_count")
+            return {k: out[k] for k in keys}
+        if "nonfinite" in out:
+            return {"mean": None, "std": None, "min": None, "max": None,
+                    "nan_count": out["nonfinite"]["nan_count"],
+                    "inf_count": out["nonfinite"]["inf_count"]}
+        return None
 
     @property
     def parents(self) -> List[str]:

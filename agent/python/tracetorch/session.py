@@ -19,6 +19,17 @@ full queue drops and counts (``record.metadata.extra["dropped_events"]``), a dae
 restarts is retried in the background while the session keeps recording embedded, and leaving the
 block waits at most about one second for the daemon. ``daemon=False`` never streams.
 
+Op-level NaN origin: with ``ops="on_nan"`` every step's forward (one call of the root model: what
+``steps`` counts) is also recorded operation by operation (``tl.trace``'s engine, no tensors kept,
+only NaN/Inf counts per op output) until the FIRST step in which an op produced a NaN or an Inf.
+That step's op graph is kept in the record (``record.op_graph``, the JSON document ``tl.load``
+reads; exported as the record's ``"op_graph"`` member) and ``record.metadata.nan_origin`` names the
+op where the value entered (finite inputs, non-finite output): ``op`` (its label), ``op_func``,
+``op_module``. A clean step's graph is dropped when its forward returns; after the first NaN step
+no more ops are recorded (the first origin is what matters). The backward is not recorded: a NaN
+born in a gradient has no op origin. It works with ``capture_stats=False`` too (the op recorder
+only ever counts NaN/Inf).
+
 Guest rules: tracing never raises into the traced code (native failures are counted in the record's
 metadata ``hook_errors`` and logged once per cause through the ``tracetorch`` logger), outputs and
 gradients are bit-identical to an untraced run, and after ``fork()`` (DataLoader workers) the child
@@ -102,6 +113,9 @@ class TraceSession:
         daemon: stream each ``with`` block to tracetorchd at this socket path or ``unix://``
             address. None (default): ``$TRACETORCH_DAEMON`` when set, else no streaming. True: the
             default socket. False: never stream.
+        ops: ``"on_nan"`` records each step's ops and keeps the op graph of the first step with a
+            NaN/Inf (see the module docstring); ``None`` or ``"off"`` (default): no op recording.
+            Anything else is a ValueError.
 
     Each ``with`` starts a clean trace; entering a session that is already active raises
     RuntimeError. ``record``, ``anomalies``, ``export()`` and ``summary()`` describe the last finished
@@ -118,9 +132,11 @@ class TraceSession:
         watch_path: Optional[Union[str, os.PathLike]] = None,
         watch_interval_s: float = 1.0,
         daemon: Union[str, os.PathLike, bool, None] = None,
+        ops: Optional[str] = None,
     ) -> None:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        self._ops = _resolve_ops(ops)
         # The library's attribute names: code and tests written against it read them.
         self._model = model
         self._capture_stats = bool(capture_stats)
@@ -165,6 +181,28 @@ class TraceSession:
         return self._capture_stats
 
     @property
+    def ops(self) -> Optional[str]:
+        """``"on_nan"`` or None."""
+        return self._ops
+
+    @property
+    def ops_stats(self) -> Optional[dict]:
+        """With ``ops="on_nan"``: {"recorded_steps", "skipped_steps", "kept_step"} of the current
+        or last block (skipped: another op recorder, such as ``tl.trace``, was active on the
+        thread); None otherwise."""
+        return self._engine.ops_stats()
+
+    @property
+    def op_graph(self) -> Any:
+        """With ``ops="on_nan"``: the op graph kept at the first step with a NaN/Inf, as a
+        ``tracetorch.OpTrace`` (no tensors: what ``tl.load`` gives); None while none was kept."""
+        text = self.record.op_graph_json
+        if not text:
+            return None
+        from tracetorch.ops import OpTrace
+        return OpTrace(_C._parse_op_graph(text), {}, None, {})
+
+    @property
     def watch_path(self) -> Optional[str]:
         return None if self._watch_path is None else os.fspath(self._watch_path)
 
@@ -191,6 +229,7 @@ class TraceSession:
         if self._active:
             raise RuntimeError("this TraceSession is already active; leave its `with` block first")
         self._engine.set_metadata(self._metadata())
+        self._engine.set_ops(self._model_name, self._ops_root_type(), self._ops_params())
         if self.daemon is not None:
             self._connect_daemon()
         self._engine.start()
@@ -280,6 +319,16 @@ class TraceSession:
 
     # ---- internals -----------------------------------------------------------------------------
 
+    def _ops_root_type(self) -> Optional[str]:
+        return type(self._model).__name__ if self._ops else None
+
+    def _ops_params(self) -> list:
+        if not self._ops:
+            return []
+        out = [(n, p, False) for n, p in self._model.named_parameters()]
+        out += [(n, b, True) for n, b in self._model.named_buffers()]
+        return out
+
     def _metadata(self) -> dict:
         cuda = torch.cuda.is_available()
         device = "cpu"
@@ -299,6 +348,16 @@ class TraceSession:
     def __repr__(self) -> str:
         state = "active" if self._active else "inactive"
         return f"TraceSession(model={self._model_name!r}, {state})"
+
+
+_OPS_MODES = {None: None, "off": None, "on_nan": "on_nan"}
+
+
+def _resolve_ops(ops: Any) -> Optional[str]:
+    if isinstance(ops, str) or ops is None:
+        if ops in _OPS_MODES:
+            return _OPS_MODES[ops]
+    raise ValueError(f'ops must be "on_nan", "off" or None, got {ops!r}')
 
 
 _clamp_logged = False

@@ -1,0 +1,111 @@
+#include "agent/ops/nan_op_watch.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "trace/op_graph_json.h"
+
+namespace tracetorch::ops {
+namespace {
+
+// One "step": root forward -> block (linear, log, add) -> output. `shift` moves the log's input:
+// a negative input gives a NaN born at the log inside the block, not at a module boundary.
+at::Tensor Step(NanOpWatch& watch, int64_t step, const at::Tensor& x, const at::Tensor& w,
+                double shift) {
+  watch.BeginStep(step, {x});
+  const int32_t block = watch.PushModule("block", "Block", {x}, w.numel());
+  at::Tensor h = at::linear(x, w);
+  at::Tensor l = at::log(h.abs() + shift);
+  at::Tensor y = l + h;
+  watch.PopModule(block, {y});
+  at::Tensor out = y.sum();
+  watch.EndStep({out});
+  return out;
+}
+
+TEST(NanOpWatchTest, CleanStepsKeepNothingAndTheFirstNanStepIsKept) {
+  const at::Tensor x = at::rand({2, 3}) + 0.5;
+  const at::Tensor w = at::rand({4, 3}) + 0.5;
+  NanOpWatch watch("Net", "Net");
+  watch.AddParameter("block.weight", w, /*buffer=*/false);
+  Step(watch, 0, x, w, 1.0);
+  Step(watch, 1, x, w, 1.0);
+  EXPECT_EQ(watch.kept(), nullptr);
+  EXPECT_TRUE(watch.kept_json().empty());
+  Step(watch, 2, x, w, -1000.0);  // log of a negative: NaN.
+  ASSERT_NE(watch.kept(), nullptr);
+  const OpGraph& g = *watch.kept();
+  EXPECT_EQ(g.step, 2);
+  ASSERT_TRUE(g.nan_origin.has_value());
+  const OpNode& origin = g.ops[*g.nan_origin];
+  EXPECT_EQ(origin.func_name, "log");
+  EXPECT_EQ(g.ModuleAddress(origin.module_pass), "block");
+  // No moments, only the counts.
+  EXPECT_FALSE(origin.outputs[0].stats.has_value());
+  ASSERT_TRUE(origin.outputs[0].nonfinite.has_value());
+  EXPECT_GT(origin.outputs[0].nonfinite->nan_count, 0);
+  EXPECT_EQ(g.params.size(), 1u);
+  // The JSON is the op_graph_json document and reads back.
+  absl::StatusOr<OpGraph> back = ParseOpGraphJson(watch.kept_json());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ops.size(), g.ops.size());
+  EXPECT_EQ(back->nan_origin, g.nan_origin);
+
+  NanOrigin o{"block", 2, true};
+  ASSERT_TRUE(watch.Annotate(&o));
+  EXPECT_EQ(o.op, origin.label);
+  EXPECT_EQ(o.op_func, "log");
+  EXPECT_EQ(o.op_module, "block");
+  NanOrigin other{"block", 1, true};
+  EXPECT_FALSE(watch.Annotate(&other));
+  EXPECT_TRUE(other.op.empty());
+
+  // Later steps are not recorded.
+  const int64_t recorded = watch.recorded_steps();
+  Step(watch, 3, x, w, -1000.0);
+  EXPECT_EQ(watch.recorded_steps(), recorded);
+  EXPECT_EQ(watch.kept()->step, 2);
+  EXPECT_EQ(watch.hook_errors(), 0) << watch.first_error();
+
+  watch.Reset();
+  EXPECT_EQ(watch.kept(), nullptr);
+}
+
+TEST(NanOpWatchTest, NanInputKeepsTheGraphWithoutAnOriginOp) {
+  at::Tensor x = at::rand({2, 3});
+  x[0][0] = std::numeric_limits<float>::quiet_NaN();
+  const at::Tensor w = at::rand({4, 3});
+  NanOpWatch watch("Net", "Net");
+  Step(watch, 0, x, w, 1.0);
+  ASSERT_NE(watch.kept(), nullptr);
+  EXPECT_FALSE(watch.kept()->nan_origin.has_value());
+  NanOrigin o{std::string(NanOrigin::kModelInput), 0, true};
+  EXPECT_FALSE(watch.Annotate(&o));
+}
+
+TEST(NanOpWatchTest, AbortedStepIsDroppedAndAnotherRecorderSkipsTheStep) {
+  const at::Tensor x = at::rand({2, 3});
+  const at::Tensor w = at::rand({4, 3});
+  NanOpWatch watch("Net", "Net");
+  watch.BeginStep(0, {x});
+  EXPECT_TRUE(watch.recording());
+  (void)at::log(-x);
+  watch.AbortStep();
+  EXPECT_FALSE(watch.recording());
+  EXPECT_EQ(watch.kept(), nullptr);
+
+  OpRecorder other(OpRecorderOptions{});
+  ASSERT_TRUE(other.Start().ok());
+  watch.BeginStep(1, {x});
+  EXPECT_FALSE(watch.recording());
+  EXPECT_EQ(watch.skipped_steps(), 1);
+  EXPECT_EQ(watch.PushModule("block", "Block", {x}, 0), -1);
+  other.Stop();
+}
+
+}  // namespace
+}  // namespace tracetorch::ops
