@@ -377,7 +377,8 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
       watch
           ->add_option("--remote", watch_args.remote,
                        "Watch a tracetorchd session live: --remote [ADDR] [SESSION|latest] "
-                       "(default address: as for 'sessions'; default session: latest)")
+                       "(default address: as for 'sessions'; default session: latest); with "
+                       "--job, ADDR may name several daemons: A,B,... (a job across nodes)")
           ->expected(0, 1);
   watch->add_option("--job", watch_args.job, "Watch every rank of this job side by side");
   watch->add_flag("--json", watch_args.json,

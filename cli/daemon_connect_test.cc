@@ -18,6 +18,12 @@ TEST(DescribeRemoteError, UnreachableDaemonNamesTheAddress) {
             "tracetorchd: unknown session 'x'");
 }
 
+TEST(DescribeRemoteError, NamesBothSocketsWhenGivenTheAgentsSocket) {
+  EXPECT_EQ(DescribeRemoteError(absl::UnavailableError("refused"), "/d/tracetorchd.sock"),
+            "cannot reach tracetorchd at /d/tracetorchd-rpc.sock (the service socket beside the "
+            "agents' socket /d/tracetorchd.sock): refused (is the daemon running? see --remote)");
+}
+
 TEST(ConnectToDaemon, AnEmptyAddressIsInvalid) {
   EXPECT_EQ(ConnectToDaemon("", absl::Seconds(5)).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -1,7 +1,9 @@
 #include "cli/json_output.h"
 
+#include <set>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "absl/container/flat_hash_set.h"
 #include "cli/labels.h"
@@ -187,6 +189,74 @@ std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::Wat
       w.EndArray();
     }
   }
+  w.EndObject();
+  w.Finish();
+  return out;
+}
+
+std::string MergedJobToJson(const v1::JobSnapshot& job,
+                            const std::vector<std::string>& rank_daemons,
+                            const std::vector<DaemonLinkJson>& daemons, uint64_t sequence,
+                            bool ended, const LayerFilter& filter) {
+  std::string out;
+  JsonWriter w(/*indent=*/0, &out);
+  w.BeginObject();
+  w.PlainKey("type");
+  w.String("job");
+  w.PlainKey("kind");
+  w.String("merged");
+  w.PlainKey("sequence");
+  w.UInt(sequence);
+  w.PlainKey("ended");
+  w.Bool(ended);
+  w.PlainKey("job_id");
+  w.String(job.job_id());
+  w.PlainKey("daemons");
+  w.BeginArray();
+  for (const DaemonLinkJson& d : daemons) {
+    w.BeginObject();
+    w.PlainKey("address");
+    w.String(d.address);
+    w.PlainKey("status");
+    w.String(d.status);
+    w.PlainKey("message");
+    w.String(d.message);
+    w.PlainKey("ranks");
+    w.BeginArray();
+    for (int rank : d.ranks) w.Int(rank);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.PlainKey("ranks");
+  w.BeginArray();
+  for (int i = 0; i < job.ranks_size(); ++i) {
+    w.BeginObject();
+    w.PlainKey("daemon");
+    w.String(static_cast<size_t>(i) < rank_daemons.size() ? rank_daemons[static_cast<size_t>(i)]
+                                                          : std::string());
+    w.PlainKey("session");
+    WriteSession(job.ranks(i).session(), SessionFields::kWatch, w);
+    WriteRecordAndHistory(job.ranks(i), filter, w);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.PlainKey("divergences");
+  w.BeginArray();
+  std::set<int64_t> flagged;
+  for (const v1::Anomaly& divergence : job.divergences()) {
+    const Anomaly a = FromProto(divergence);
+    const DetailValue* rank = FindDetail(a.details, "rank");
+    if (rank != nullptr && std::holds_alternative<int64_t>(*rank)) {
+      flagged.insert(std::get<int64_t>(*rank));
+    }
+    WriteAnomalyJson(a, w);
+  }
+  w.EndArray();
+  w.PlainKey("flagged_ranks");
+  w.BeginArray();
+  for (int64_t rank : flagged) w.Int(rank);
+  w.EndArray();
   w.EndObject();
   w.Finish();
   return out;

@@ -25,8 +25,10 @@
 #ifndef TRACETORCH_CLI_JSON_OUTPUT_H_
 #define TRACETORCH_CLI_JSON_OUTPUT_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/filter.h"
 #include "protocol/watch_state.h"
@@ -38,6 +40,26 @@ namespace tracetorch::cli {
 // update was applied; the record and the history are cut to the layers `filter` selects.
 std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
                               const LayerFilter& filter);
+
+// One daemon of a job watched over several daemons (cli/multi_job_watch.h).
+struct DaemonLinkJson {
+  std::string address;
+  std::string status;      // "connecting", "connected", "no_ranks", "away", "ended", "failed".
+  std::string message;     // Why it is away or failed; "" otherwise.
+  std::vector<int> ranks;  // The ranks its latest job state holds.
+};
+
+// `watch --job JOB --remote A,B,... --json`: the job merged over several daemons, one line:
+//   {"type":"job","kind":"merged","sequence":N,"ended":BOOL,"job_id":"...",
+//    "daemons":[{"address","status","message","ranks":[N...]}],
+//    "ranks":[{"daemon":ADDR,"session":SESSION,"record":RECORD,"history":[...]}],
+//    "divergences":[ANOMALY...],"flagged_ranks":[N...]}
+// `rank_daemons[i]` is the address rank i of `job` came from; flagged_ranks are the ranks the
+// divergences name, ascending.
+std::string MergedJobToJson(const v1::JobSnapshot& job,
+                            const std::vector<std::string>& rank_daemons,
+                            const std::vector<DaemonLinkJson>& daemons, uint64_t sequence,
+                            bool ended, const LayerFilter& filter);
 
 // {"type":"status","status":STATUS,"message":MESSAGE}: "connected", "reconnecting",
 // "interrupted".

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -16,6 +17,7 @@
 #include "cli/daemon_connect.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
+#include "cli/multi_job_watch.h"
 #include "cli/remote_diff.h"
 #include "cli/remote_watch.h"
 #include "cli/session_labels.h"
@@ -116,6 +118,26 @@ int GrpcDaemonCommands::Watch(const RemoteWatchRequest& request, const Style& st
       .default_address = protocol::DefaultServiceAddress(),
   });
   if (!target.ok()) return Fail(env, std::string(target.status().message()));
+  // Several daemons (--remote A,B,...): a job whose ranks run on several nodes.
+  if (std::vector<std::string> addresses = SplitRemoteAddresses(target->address);
+      addresses.size() > 1) {
+    if (target->job_id.empty()) {
+      return Fail(env, "watch --remote A,B,... needs --job JOB: a session lives on one daemon");
+    }
+    MultiJobWatchOptions multi;
+    multi.addresses = std::move(addresses);
+    multi.job_id = target->job_id;
+    multi.interval = absl::Seconds(request.interval_s.value_or(0.5));
+    multi.json = request.json;
+    multi.redraw_in_place = env.stdout_is_tty && !request.json;
+    multi.view.style = request.json ? Style::Plain() : style;
+    multi.view.filter = request.filter;
+    multi.terminal_size = [] { return QueryTerminalSize(STDOUT_FILENO); };
+    const Waiter wait = env.wait ? env.wait : MakeSignalWaiter();
+    absl::Status s = RunMultiJobWatchCommand(std::move(multi), env.out, wait);
+    if (!s.ok()) return Fail(env, std::string(s.message()));
+    return kExitOk;
+  }
   RemoteWatchOptions options;
   options.interval = absl::Seconds(request.interval_s.value_or(0.5));
   options.json = request.json;

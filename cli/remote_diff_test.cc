@@ -306,5 +306,31 @@ TEST(RemoteOperand, Syntax) {
   EXPECT_EQ(ParseRemoteOperand("./latest").status().code(), absl::StatusCode::kNotFound);
 }
 
+// One address per daemon: a tool given the agents' socket (tracetorchd.sock) calls the service
+// socket beside it; when nothing answers there, the error names both sockets.
+TEST(OneAddressPerDaemon, TheAgentsSocketReachesTheServiceBesideIt) {
+  unsetenv("TRACETORCH_DAEMON_RPC");
+  TempDir dir{"ttone"};
+  daemon::DaemonConfig config;
+  config.socket_path = dir.path() + "/tracetorchd.sock";
+  config.data_dir = dir.path() + "/data";
+  auto d = daemon::Daemon::Start(config);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string agents = config.socket_path;
+  const CliResult listed = RunCli({"sessions", "--remote", agents, "--json"});
+  EXPECT_EQ(listed.code, kExitOk) << listed.err;
+  EXPECT_EQ(listed.out, "[]\n");
+  const std::string trace = Fixture("train_trace.json");
+  EXPECT_EQ(RunCli({"diff", "--remote", agents, trace, trace}).code, kExitOk);
+
+  (*d)->Shutdown();
+  const CliResult gone = RunCli({"sessions", "--remote", agents});
+  EXPECT_EQ(gone.code, kExitUsage);
+  EXPECT_THAT(gone.err, HasSubstr(absl::StrCat("cannot reach tracetorchd at ", dir.path(),
+                                               "/tracetorchd-rpc.sock (the service socket beside "
+                                               "the agents' socket ",
+                                               agents, "): ")));
+}
+
 }  // namespace
 }  // namespace tracetorch::cli

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "cli/fake_watch_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -39,48 +40,7 @@ class FakeClock {
   absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1767225600);
 };
 
-// A scripted stream: its updates, then (optionally after blocking until Cancel) `finish`.
-// `blocked` (if set) is notified when the stream first blocks at its end: the watcher has read
-// and drawn everything before it.
-class FakeStream : public service_client::WatchStream {
- public:
-  FakeStream(std::vector<v1::WatchUpdate> updates, absl::Status finish, bool block_at_end,
-             absl::Notification* blocked)
-      : updates_(updates.begin(), updates.end()),
-        finish_(std::move(finish)),
-        block_at_end_(block_at_end),
-        blocked_(blocked) {}
-
-  bool Read(v1::WatchUpdate* update) override {
-    absl::MutexLock lock(&mu_);
-    if (!cancelled_ && !updates_.empty()) {
-      *update = std::move(updates_.front());
-      updates_.pop_front();
-      return true;
-    }
-    if (block_at_end_) {
-      if (blocked_ != nullptr && !blocked_->HasBeenNotified()) blocked_->Notify();
-      mu_.Await(absl::Condition(&cancelled_));
-    }
-    return false;
-  }
-  absl::Status Finish() override {
-    absl::MutexLock lock(&mu_);
-    return cancelled_ ? absl::CancelledError("cancelled") : finish_;
-  }
-  void Cancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::deque<v1::WatchUpdate> updates_ ABSL_GUARDED_BY(mu_);
-  const absl::Status finish_;
-  const bool block_at_end_;
-  absl::Notification* const blocked_;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-};
+using test_util::FakeStream;
 
 // Hands out scripted streams in order (the last one again when they run out) and records the
 // requests. With a clock, each stream opened moves it on by `per_open` (time the watch spends

@@ -63,4 +63,27 @@ std::string DefaultServiceAddress() {
   return ServiceSocketBeside(*ingest);
 }
 
+std::string ServiceAddressFor(std::string_view address_in) {
+  const absl::string_view address(address_in.data(), address_in.size());
+  absl::string_view path = address;
+  if (absl::StartsWith(path, "unix://")) {
+    path.remove_prefix(7);
+  } else if (absl::StartsWith(path, "unix:")) {
+    path.remove_prefix(5);
+  } else if (absl::StrContains(path, "://")) {
+    return std::string(address);
+  }
+  const size_t slash = path.rfind('/');
+  const absl::string_view name = slash == absl::string_view::npos ? path : path.substr(slash + 1);
+  if (name != kIngestSocketName) return std::string(address);
+  return ServiceSocketBeside(std::string_view(path.data(), path.size()));
+}
+
+std::string DescribeServiceAddress(std::string_view address) {
+  const std::string service = ServiceAddressFor(address);
+  if (service == address) return service;
+  return absl::StrCat(service, " (the service socket beside the agents' socket ",
+                      absl::string_view(address.data(), address.size()), ")");
+}
+
 }  // namespace tracetorch::protocol

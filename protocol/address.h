@@ -32,6 +32,18 @@ std::string ServiceSocketBeside(std::string_view ingest_path);
 // $TRACETORCH_DAEMON_RPC when set; else the service socket beside DefaultDaemonAddress().
 std::string DefaultServiceAddress();
 
+// The TraceService address a tool given `address` (--remote) calls: for the agents' socket (a
+// path, or unix:PATH, whose file name is kIngestSocketName) the service socket beside it, so that
+// one address names a daemon; any other address as given.
+//   ServiceAddressFor("/run/tracetorch/tracetorchd.sock") == "/run/tracetorch/tracetorchd-rpc.sock"
+//   ServiceAddressFor("host:7171") == "host:7171"
+std::string ServiceAddressFor(std::string_view address);
+
+// How messages name what ServiceAddressFor(address) called: the address, and for the agents'
+// socket both sockets:
+//   "/d/tracetorchd-rpc.sock (the service socket beside the agents' socket /d/tracetorchd.sock)"
+std::string DescribeServiceAddress(std::string_view address);
+
 }  // namespace tracetorch::protocol
 
 #endif  // TRACETORCH_PROTOCOL_ADDRESS_H_

@@ -51,5 +51,28 @@ TEST(DefaultServiceAddress, IsBesideTheAgentSocket) {
   unsetenv("TRACETORCH_DAEMON");
 }
 
+TEST(ServiceAddressFor, TakesTheAgentsSocketToTheServiceSocketBesideIt) {
+  EXPECT_EQ(ServiceAddressFor("/run/tracetorch/tracetorchd.sock"),
+            "/run/tracetorch/tracetorchd-rpc.sock");
+  EXPECT_EQ(ServiceAddressFor("unix:///run/tracetorch/tracetorchd.sock"),
+            "/run/tracetorch/tracetorchd-rpc.sock");
+  EXPECT_EQ(ServiceAddressFor("unix:d/tracetorchd.sock"), "d/tracetorchd-rpc.sock");
+  EXPECT_EQ(ServiceAddressFor("tracetorchd.sock"), "./tracetorchd-rpc.sock");
+  // Anything else is called as given: a service socket, another name, TCP.
+  for (const char* kept :
+       {"/run/tracetorch/tracetorchd-rpc.sock", "/tmp/rpc.sock", "unix:/tmp/rpc.sock", "host:7171",
+        "dns:///h:7171", "/tmp/tracetorchd.sock.old", "/tmp/tracetorchd.sock/x"}) {
+    EXPECT_EQ(ServiceAddressFor(kept), kept);
+  }
+}
+
+TEST(DescribeServiceAddress, NamesBothSocketsForTheAgentsSocket) {
+  EXPECT_EQ(DescribeServiceAddress("/d/tracetorchd.sock"),
+            "/d/tracetorchd-rpc.sock (the service socket beside the agents' socket "
+            "/d/tracetorchd.sock)");
+  EXPECT_EQ(DescribeServiceAddress("/d/rpc.sock"), "/d/rpc.sock");
+  EXPECT_EQ(DescribeServiceAddress("h:1"), "h:1");
+}
+
 }  // namespace
 }  // namespace tracetorch::protocol

@@ -3,19 +3,37 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "protocol/service_errors.h"
 #include "service_client/credentials.h"
 #include "service_client/service_client_internal.h"
 #include "tracetorch/v1/service.grpc.pb.h"
 
 namespace tracetorch::service_client {
 
-absl::Status FromGrpc(const grpc::Status& s) {
+namespace {
+constexpr absl::string_view kAnsweredPayload = "type.tracetorch.dev/answered-by-daemon";
+}  // namespace
+
+absl::Status FromGrpc(const grpc::Status& s, const grpc::ClientContext* context) {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat("tracetorchd: ", s.error_message()));
+  absl::Status out(static_cast<absl::StatusCode>(s.error_code()),
+                   absl::StrCat("tracetorchd: ", s.error_message()));
+  if (context != nullptr) {
+    const auto& trailers = context->GetServerTrailingMetadata();
+    auto it = trailers.find(protocol::kDaemonErrorTrailer);
+    if (it != trailers.end() && it->second == protocol::kDaemonErrorTrailerValue) {
+      out.SetPayload(kAnsweredPayload, absl::Cord(protocol::kDaemonErrorTrailerValue));
+    }
+  }
+  return out;
+}
+
+bool AnsweredByDaemon(const absl::Status& status) {
+  return status.GetPayload(kAnsweredPayload).has_value();
 }
 
 std::string GrpcTarget(std::string_view address_in) {

@@ -52,6 +52,11 @@ struct ServiceClientOptions {
 // cannot be read, is not PEM (TLS files), or the token file's first line is empty.
 absl::StatusOr<ServiceClientOptions> ServiceClientOptionsFromEnv();
 
+// True for an error of a unary call that the daemon itself answered (it is reachable: its store is
+// away, the session is unknown, ...), false for one that never reached it (nothing listens, the
+// deadline passed on the way).
+bool AnsweredByDaemon(const absl::Status& status);
+
 class TraceServiceClient {
  public:
   // `address`: a Unix socket path (one that starts with '/' or '.', or has no ':' at all, like

@@ -14,8 +14,10 @@
 
 namespace tracetorch::service_client {
 
-// grpc::Status -> absl::Status, the message prefixed with "tracetorchd: ".
-absl::Status FromGrpc(const grpc::Status& status);
+// grpc::Status -> absl::Status, the message prefixed with "tracetorchd: ". With the call's
+// `context`, an error the daemon answered (protocol/service_errors.h) gets the payload that
+// AnsweredByDaemon() looks for.
+absl::Status FromGrpc(const grpc::Status& status, const grpc::ClientContext* context = nullptr);
 
 // The gRPC target for an address as TraceServiceClient::Create takes it: "unix:PATH" for a socket
 // path, the address itself otherwise ("unix:...", "HOST:PORT"). REQUIRES: `address` non-empty.
@@ -42,7 +44,7 @@ class TraceServiceClient::Impl {
     Authorize(&context);
     Response response;
     grpc::Status s = ((*stub_).*method)(&context, request, &response);
-    if (!s.ok()) return FromGrpc(s);
+    if (!s.ok()) return FromGrpc(s, &context);
     return response;
   }
 

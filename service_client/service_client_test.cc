@@ -43,6 +43,7 @@ TEST(TraceServiceClient, CallsToNoDaemonAreUnavailable) {
   ASSERT_TRUE(client.ok()) << client.status();
   const absl::StatusOr<v1::ListSessionsResponse> list = (*client)->ListSessions();
   EXPECT_EQ(list.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(AnsweredByDaemon(list.status()));  // Nobody answered.
   EXPECT_EQ(std::string(list.status().message()).rfind("tracetorchd: ", 0), 0u) << list.status();
 }
 

@@ -5,12 +5,20 @@
 #include <vector>
 
 #include "daemon/core/diff_service.h"
+#include "protocol/service_errors.h"
 
 namespace tracetorch::daemon {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const absl::Status& status) {
+  if (!status.ok()) {
+    context->AddTrailingMetadata(protocol::kDaemonErrorTrailer, protocol::kDaemonErrorTrailerValue);
+  }
+  return ToGrpcStatus(status);
 }
 
 grpc::ServerUnaryReactor* TraceServiceImpl::ListSessions(grpc::CallbackServerContext* context,
@@ -30,13 +38,13 @@ grpc::ServerUnaryReactor* TraceServiceImpl::GetSnapshot(grpc::CallbackServerCont
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const std::string& ref = request->session().session_id();
   if (ref.empty()) {
-    reactor->Finish(
-        ToGrpcStatus(absl::InvalidArgumentError("GetSnapshot needs a session id or \"latest\"")));
+    reactor->Finish(ToGrpcStatus(
+        context, absl::InvalidArgumentError("GetSnapshot needs a session id or \"latest\"")));
     return reactor;
   }
   absl::StatusOr<v1::Snapshot> snapshot = deps_.manager->GetSnapshot(ref);
   if (snapshot.ok()) *response = *std::move(snapshot);
-  reactor->Finish(ToGrpcStatus(snapshot.status()));
+  reactor->Finish(ToGrpcStatus(context, snapshot.status()));
   return reactor;
 }
 
@@ -57,7 +65,7 @@ grpc::ServerUnaryReactor* TraceServiceImpl::Diff(grpc::CallbackServerContext* co
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<v1::DiffResponse> diff = deps_.diff->Diff(*request);
   if (diff.ok()) *response = *std::move(diff);
-  reactor->Finish(ToGrpcStatus(diff.status()));
+  reactor->Finish(ToGrpcStatus(context, diff.status()));
   return reactor;
 }
 
@@ -67,7 +75,7 @@ grpc::ServerUnaryReactor* TraceServiceImpl::SetBaseline(grpc::CallbackServerCont
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<v1::BaselineInfo> info = deps_.diff->SetBaseline(*request);
   if (info.ok()) *response = *std::move(info);
-  reactor->Finish(ToGrpcStatus(info.status()));
+  reactor->Finish(ToGrpcStatus(context, info.status()));
   return reactor;
 }
 
@@ -79,7 +87,7 @@ grpc::ServerUnaryReactor* TraceServiceImpl::ListBaselines(
   if (list.ok()) {
     for (v1::BaselineInfo& info : *list) *response->add_baselines() = std::move(info);
   }
-  reactor->Finish(ToGrpcStatus(list.status()));
+  reactor->Finish(ToGrpcStatus(context, list.status()));
   return reactor;
 }
 
@@ -87,7 +95,7 @@ grpc::ServerUnaryReactor* TraceServiceImpl::RemoveBaseline(
     grpc::CallbackServerContext* context, const v1::RemoveBaselineRequest* request,
     v1::RemoveBaselineResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(deps_.diff->RemoveBaseline(request->name())));
+  reactor->Finish(ToGrpcStatus(context, deps_.diff->RemoveBaseline(request->name())));
   return reactor;
 }
 

@@ -30,6 +30,9 @@ class DiffService;
 
 // The one place absl::Status becomes grpc::Status (codes are numerically identical).
 grpc::Status ToGrpcStatus(const absl::Status& status);
+// The same, for a unary call's answer: an error also carries protocol/service_errors.h's trailer,
+// which says the daemon answered it.
+grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const absl::Status& status);
 
 // What the service adapts. Not owned; all must outlive the service (and the gRPC server).
 struct ServiceDeps {

@@ -12,6 +12,8 @@
 #include "daemon/core/diff_service.h"
 #include "daemon/core/file_baseline_store.h"
 #include "daemon/core/watch_hub.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/metrics_server.h"
 #include "daemon/rpc/auth.h"
 #include "daemon/rpc/service.h"
 #include "daemon/store_pg/pg_baseline_store.h"
@@ -201,6 +203,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
     d->rate_time_ = absl::Now();
   }
   d->housekeeping_ = std::thread([self] { self->Housekeeping(); });
+  if (!c.metrics_address.empty()) {
+    auto collector = std::make_shared<DaemonMetrics>(
+        [self] { return self->Stats(); }, d->manager_.get(), MetricsOptions{c.metrics_layers});
+    absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+        MetricsServer::Start(c.metrics_address, std::move(collector));
+    if (!metrics.ok()) return metrics.status();
+    d->metrics_ = *std::move(metrics);
+    d->metrics_port_ = d->metrics_->port();
+    spdlog::info("tracetorchd serving Prometheus metrics on http://{}/metrics",
+                 d->metrics_->address());
+  }
   spdlog::info("tracetorchd serving {}{}, TraceService on {}{}; data in {}; baselines in {}",
                c.service_only ? "no agents (--service-only)" : "agents on ",
                c.service_only ? "" : c.socket_path, c.service_socket_path,
@@ -220,6 +233,7 @@ void Daemon::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
+  metrics_.reset();  // Waits for a scrape in progress.
   stop_.Notify();
   if (housekeeping_.joinable()) housekeeping_.join();
   // Viewers first: each gets `shutdown` and its stream ends, so that the gRPC server's shutdown

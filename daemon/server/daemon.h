@@ -38,6 +38,7 @@ class BearerTokenProcessor;
 class WatchHub;
 class BaselineStore;
 class DiffService;
+class MetricsServer;
 
 struct DaemonConfig {
   std::string socket_path;          // Ingest (agents).
@@ -67,6 +68,11 @@ struct DaemonConfig {
   std::vector<uint32_t> allowed_gids;
   std::optional<gid_t> socket_group;  // Both sockets' group (mode 0660 either way).
   SessionManagerOptions sessions;     // data_dir is taken from above.
+  // Prometheus /metrics (daemon/metrics): off when empty; "PORT" is 127.0.0.1:PORT, HOST:PORT
+  // listens there (0: a free port, see metrics_port()). metrics_layers: per-layer series for
+  // each live session's N slowest layers (0: none).
+  std::string metrics_address;
+  size_t metrics_layers = 0;
 };
 
 // Defaults: a system service (root, or `system` set) uses /run/tracetorch and /var/lib/tracetorch;
@@ -98,6 +104,8 @@ class Daemon {
   const DaemonConfig& config() const { return config_; }
   // The TCP listener's port (the one picked for port 0); 0 without a TCP listener.
   int tcp_port() const { return tcp_port_; }
+  // The /metrics port (the one picked for port 0); 0 without metrics_address.
+  int metrics_port() const { return metrics_port_; }
 
  private:
   explicit Daemon(DaemonConfig config);
@@ -119,6 +127,9 @@ class Daemon {
   std::unique_ptr<IngestServer> ingest_;
   std::thread housekeeping_;
   absl::Notification stop_;
+  // /metrics; stopped first in Shutdown(), as its scrapes read everything above.
+  std::unique_ptr<MetricsServer> metrics_;
+  int metrics_port_ = 0;  // Constant after Start().
 
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

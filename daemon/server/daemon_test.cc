@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/daemon_client.h"
+#include "daemon/testing/http_get.h"
 #include "daemon/testing/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -648,6 +649,47 @@ TEST(TracetorchdBinary, ASocketGroupItCannotGiveIsAStartupError) {
   ASSERT_EQ(chmod(dir.path().c_str(), 0700), 0);
 }
 
+// --metrics-listen: /metrics on the picked port holds the GetStats counters and the live session.
+TEST(DaemonMetrics, ServesGetStatsAndTheLiveSessionsOnMetricsListen) {
+  TempDir dir{"ttmetrics"};
+  DaemonConfig config;
+  config.socket_path = dir.path() + "/d.sock";
+  config.data_dir = dir.path() + "/data";
+  config.metrics_address = "127.0.0.1:0";
+  auto d = Daemon::Start(config);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_GT((*d)->metrics_port(), 0);
+  DaemonClientOptions o;
+  o.address = absl::StrCat("unix://", config.socket_path);
+  o.identity = protocol::CurrentProcessIdentity();
+  o.identity.model_name = "Scraped";
+  o.flush_interval = absl::Milliseconds(5);
+  auto c = DaemonClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  (*c)->DeclareLayers(std::vector<protocol::LayerDecl>{{0, {"fc", "Linear", "fc", 1, 10}}});
+  ForwardSample f;
+  f.latency_ms = 1.5;
+  (*c)->EnqueueForward(protocol::ToForwardEvent(0, 0, f));
+  ASSERT_TRUE(test_util::WaitFor([&] { return (*d)->Stats().events_total() == 1; }));
+
+  const std::string text = test_util::HttpGet((*d)->metrics_port(), "/metrics");
+  EXPECT_TRUE(absl::StrContains(text, "\ntracetorchd_events_total 1\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\ntracetorchd_live_sessions 1\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "model=\"Scraped\"} 1\n")) << text;  // One step.
+
+  // The same port again: the second daemon cannot serve it and says where.
+  TempDir other{"ttmetrics2"};
+  DaemonConfig second;
+  second.socket_path = other.path() + "/d.sock";
+  second.data_dir = other.path() + "/data";
+  second.metrics_address = absl::StrCat("127.0.0.1:", (*d)->metrics_port());
+  auto refused = Daemon::Start(second);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), second.metrics_address))
+      << refused.status();
+  EXPECT_TRUE((*c)->Close(absl::Seconds(5)).ok());
+}
+
 // A flag it cannot use is one line naming the flag and what was given, exit 2, and nothing made.
 TEST(TracetorchdBinary, ABadFlagIsOneLineAndExitTwo) {
   TempDir dir{"ttflags"};
@@ -663,6 +705,9 @@ TEST(TracetorchdBinary, ABadFlagIsOneLineAndExitTwo) {
            {"--retain-days nan", "--retain-days: must be a number >= 0, got 'nan'"},
            {"--hello-timeout -2", "--hello-timeout: must be a number > 0, got '-2'"},
            {"--no-such-flag", "--no-such-flag"},
+           {"--metrics-listen 127.0.0.1:x",
+            "--metrics-listen: metrics address '127.0.0.1:x': the port must be a number "
+            "0..65535"},
        }) {
     const auto [rc, output] = RunTracetorchd(where + c.flag);
     EXPECT_EQ(rc, 2) << c.flag << ": " << output;

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/metrics/metrics_server.h"
 #include "daemon/server/daemon.h"
 #include "daemon/store_pg/pg_baseline_store.h"
 #include "spdlog/spdlog.h"
@@ -130,6 +131,19 @@ int main(int argc, char** argv) {
   app.add_option("--allow-gid", config.allowed_gids,
                  "Only these gids (and --allow-uid) may stream");
   app.add_option("--socket-group", group, "Group owning the sockets (mode 0660)");
+  app.add_option("--metrics-listen", config.metrics_address,
+                 "Serve Prometheus metrics on http://ADDR/metrics: PORT (127.0.0.1:PORT) or "
+                 "HOST:PORT (off unless set; e.g. 9464)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            absl::StatusOr<std::string> a = tracetorch::daemon::MetricsListenAddress(text);
+            return a.ok() ? "" : std::string(a.status().message());
+          },
+          "ADDR"));
+  app.add_option("--metrics-layers", config.metrics_layers,
+                 "Per-layer series for each live session's N slowest layers (0: none; adds 2N "
+                 "series per live session)")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   try {

@@ -122,12 +122,17 @@ TEST_F(ReplicaTest, ConcurrentSetsThenIdenticalDiffsThroughEither) {
 
 TEST_F(ReplicaTest, ADatabaseRestartIsUnavailableThenServesAgain) {
   ASSERT_TRUE(replicas_[0].client->SetBaseline("main", Upload(MakeRecord("A", 1.0))).ok());
+  auto missing = replicas_[0].client->Diff(DiffAgainst("nope", MakeRecord("A", 1.0)));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(service_client::AnsweredByDaemon(missing.status()));
   ASSERT_TRUE(pg_->Stop().ok());
   for (Replica& r : replicas_) {
     auto diff = r.client->Diff(DiffAgainst("main", MakeRecord("A", 1.0)));
     ASSERT_FALSE(diff.ok());
     EXPECT_EQ(diff.status().code(), absl::StatusCode::kUnavailable) << diff.status();
     EXPECT_THAT(diff.status().message(), HasSubstr("PostgreSQL store"));
+    // The daemon answered: a tool must not say it cannot reach it.
+    EXPECT_TRUE(service_client::AnsweredByDaemon(diff.status()));
     auto set = r.client->SetBaseline("other", Upload(MakeRecord("B", 1.0)));
     EXPECT_EQ(set.status().code(), absl::StatusCode::kUnavailable) << set.status();
   }

@@ -77,10 +77,13 @@ absl::StatusOr<std::unique_ptr<PgBaselineStore>> PgBaselineStore::Open(const std
 }
 
 absl::Status PgBaselineStore::Migrate() {
-  if (auto r = conn_->Exec("BEGIN"); !r.ok()) return r.status();
+  // mu_ is held for the whole of it; the lambdas below (which the thread-safety analysis does not
+  // see into) use the connection through this pointer.
+  PgConnection* const conn = conn_.get();
+  if (auto r = conn->Exec("BEGIN"); !r.ok()) return r.status();
   auto in_transaction = [&]() -> absl::Status {
     auto exec = [&](absl::string_view sql) {
-      return conn_->Exec(sql, {}, /*binary_result=*/false, /*idempotent=*/false);
+      return conn->Exec(sql, {}, /*binary_result=*/false, /*idempotent=*/false);
     };
     if (auto r = exec(absl::StrCat("SELECT pg_advisory_xact_lock(", kMigrationLock, ")")); !r.ok())
       return r.status();
@@ -114,7 +117,7 @@ absl::Status PgBaselineStore::Migrate() {
     return absl::OkStatus();
   };
   absl::Status s = in_transaction();
-  auto end = conn_->Exec(s.ok() ? "COMMIT" : "ROLLBACK", {}, false, /*idempotent=*/false);
+  auto end = conn->Exec(s.ok() ? "COMMIT" : "ROLLBACK", {}, false, /*idempotent=*/false);
   if (s.ok() && !end.ok()) return end.status();
   return s;
 }

@@ -36,7 +36,9 @@ def require_live_setup():
 class Daemon:
     """tracetorchd on sockets in a short temporary folder (socket paths must stay short)."""
 
-    def __init__(self):
+    def __init__(self, *extra, log_level="warn"):
+        self.extra = list(extra)
+        self.log_level = log_level
         self.dir = tempfile.mkdtemp(prefix="ttw")
         self.ingest = os.path.join(self.dir, "ingest.sock")
         self.rpc = os.path.join(self.dir, "rpc.sock")
@@ -47,7 +49,8 @@ class Daemon:
     def start(self):
         self.proc = subprocess.Popen(
             [DAEMON_BIN, "--socket", self.ingest, "--service-socket", self.rpc,
-             "--data-dir", self.data, "--snapshot-interval", "1", "--log-level", "warn"],
+             "--data-dir", self.data, "--snapshot-interval", "1", "--log-level", self.log_level,
+             *self.extra],
             stdout=self.log, stderr=self.log)
         wait_until(lambda: os.path.exists(self.rpc) and os.path.exists(self.ingest),
                    "tracetorchd's sockets", deadline_s=30, on_timeout=self.log_text)

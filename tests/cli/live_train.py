@@ -8,7 +8,8 @@ example MLP (TrainNet) one step after another, sleeping --step-delay seconds bet
 Once --nan-file exists, the weights of blocks.1.fc get a NaN before the next step, so the first
 non-finite activation appears at blocks.1.fc (the NaN origin) while its input is still finite.
 --slow-ms makes blocks.0 slower on this process (a straggler rank of a job; TRACETORCH_JOB and RANK
-name the job and the rank). Prints "step N" after each step (flushed) so a test can wait for progress.
+name the job and the rank). --hold-after N stops stepping after N steps and keeps the session live
+(heartbeats only) until the stop file exists, so that a test sees a fixed step count. Prints "step N" after each step (flushed) so a test can wait for progress.
 """
 
 import argparse
@@ -54,6 +55,8 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, default=100000)
     parser.add_argument("--min-steps", type=int, default=0, help="steps before the stop file counts")
     parser.add_argument("--step-delay", type=float, default=0.05)
+    parser.add_argument("--hold-after", type=int, default=0,
+                        help="after this many steps, wait for the stop file without stepping")
     parser.add_argument("--slow-ms", type=float, default=0.0,
                         help="make blocks.0 this much slower per forward (a straggler rank)")
     args = parser.parse_args()
@@ -73,6 +76,9 @@ def main() -> int:
         while step < args.max_steps:
             if step >= args.min_steps and os.path.exists(args.stop_file):
                 break
+            if args.hold_after and step >= args.hold_after:
+                time.sleep(args.step_delay)  # The session stays live; the agent heartbeats.
+                continue
             if args.nan_file and not poisoned and os.path.exists(args.nan_file):
                 with torch.no_grad():
                     model.blocks[1].fc.weight[0, 0] = float("nan")
