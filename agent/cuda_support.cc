@@ -14,10 +14,11 @@ namespace tracetorch::agent {
 std::optional<DeviceMemory> SampleDeviceMemory(c10::Device device) {
   if (!device.is_cuda()) return std::nullopt;
   try {
-    using c10::cuda::CUDACachingAllocator::StatType;
+    // StatType moved namespaces in torch 2.x; AGGREGATE is index 0 in every version.
+    constexpr size_t kAggregate = 0;
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-    const size_t all = static_cast<size_t>(StatType::AGGREGATE);
-    return DeviceMemory{stats.allocated_bytes[all].current, stats.reserved_bytes[all].current};
+    return DeviceMemory{stats.allocated_bytes[kAggregate].current,
+                        stats.reserved_bytes[kAggregate].current};
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -32,6 +33,7 @@ class CudaTimer final : public DeviceTimer {
     start_.record(at::cuda::getCurrentCUDAStream(device_.index()));
   }
   void Stop() override { end_.record(at::cuda::getCurrentCUDAStream(device_.index())); }
+  bool Ready() override { return !end_.isCreated() || end_.query(); }
   std::optional<double> ElapsedMs(bool wait) override {
     if (!end_.isCreated()) return std::nullopt;
     if (!end_.query()) {

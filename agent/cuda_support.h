@@ -4,6 +4,9 @@
 // c10_cuda and the CUDA headers). Debian's libtorch is CPU-only: there every function reports
 // "unavailable" (nullopt / nullptr) and the record's memory fields stay null, as on a CPU run.
 //
+// Compiles against torch 1.13 to 2.x (only APIs both have: at::cuda::CUDAEvent, the caching
+// allocator's getDeviceStats).
+//
 // Thread-safety: the functions are thread-safe; a DeviceTimer is used by one thread at a time.
 #ifndef TRACETORCH_AGENT_CUDA_SUPPORT_H_
 #define TRACETORCH_AGENT_CUDA_SUPPORT_H_
@@ -34,6 +37,9 @@ class DeviceTimer {
   static std::unique_ptr<DeviceTimer> Start(c10::Device device);
   // Records the end event.
   virtual void Stop() = 0;
+  // True once the end event has completed (or was never recorded: nothing to wait for). Never
+  // blocks.
+  virtual bool Ready() = 0;
   // Milliseconds between the events once the end event has completed; with `wait` it blocks until
   // then, otherwise it returns nullopt while the GPU is still busy.
   virtual std::optional<double> ElapsedMs(bool wait) = 0;

@@ -25,6 +25,16 @@ constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one
 
 bool HasNonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
 
+// A CUDA call's sample is complete when the call's end event is.
+class TimerCompletion final : public Completion {
+ public:
+  explicit TimerCompletion(DeviceTimer* timer) : timer_(timer) {}
+  bool Done() override { return timer_->Ready(); }
+
+ private:
+  DeviceTimer* const timer_;  // Owned by the pending sample, which outlives this.
+};
+
 // With statistics off only the counts were computed: they go beside the (absent) statistics.
 void Attach(const TensorStats& stats, StatsMode mode, TensorInfo* info) {
   if (mode == StatsMode::kFull) {
@@ -119,7 +129,9 @@ absl::Status Tracer::Start() {
   stats_cache_.clear();
   calls_.clear();
   free_calls_.clear();
-  pending_.clear();
+  pending_.Clear();
+  results_abandoned_.store(0, std::memory_order_relaxed);
+  results_deferred_ = 0;
   active_calls_ = 0;
   active_ = true;
   return absl::OkStatus();
@@ -127,6 +139,14 @@ absl::Status Tracer::Start() {
 
 void Tracer::Stop() {
   if (ForkedChild()) return;
+  // Without mu_: the hooks go on while the device finishes.
+  int64_t abandoned = 0;
+  CollectPending(pending_.TakeAll(absl::Now() + options_.stop_wait, &abandoned));
+  if (abandoned > 0) {
+    results_abandoned_.fetch_add(abandoned, std::memory_order_relaxed);
+    errors_.Record("results_abandoned",
+                   absl::StrCat(abandoned, " samples still on the device when Stop() gave up"));
+  }
   absl::MutexLock lock(&mu_);
   active_ = false;
   DetachHooks();
@@ -159,6 +179,8 @@ int64_t Tracer::steps() const {
   absl::MutexLock lock(&mu_);
   return steps_;
 }
+
+int64_t Tracer::results_in_flight() const { return ForkedChild() ? 0 : pending_.in_flight(); }
 
 std::optional<NanOrigin> Tracer::nan_origin() const {
   if (ForkedChild()) return std::nullopt;
@@ -252,6 +274,8 @@ void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) {
 
 Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs) {
   if (ForkedChild()) return kNoCall;
+  // A new step collects what the device has finished since (lock-free when nothing is pending).
+  if (is_root && pending_.in_flight() > 0) CollectPending(pending_.TakeCompleted());
   absl::MutexLock lock(&mu_);
   if (!active_) return kNoCall;
   if (layer != kNoLayer && (layer < 0 || static_cast<size_t>(layer) >= layer_names_.size())) {
@@ -270,10 +294,7 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
 }
 
 Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
-  if (active_calls_ == 0) {  // A new forward.
-    stats_cache_.clear();
-    if (!pending_.empty()) DrainPending(/*wait=*/false);
-  }
+  if (active_calls_ == 0) stats_cache_.clear();  // A new forward.
   uint32_t slot;
   if (!free_calls_.empty()) {
     slot = free_calls_.back();
@@ -393,10 +414,8 @@ void Tracer::CloseCall(CallState& c, absl::Span<const at::Tensor> outputs, Clock
     }
     if (grad_output != nullptr && c10::GradMode::is_enabled()) RegisterBackward(c, *grad_output);
     SetMemoryDelta(c.cuda_device, c.mem_before, &sample);
-    if (c.timer != nullptr) {
-      // GPU time comes from the events, read when they complete (never a sync per module).
-      c.timer->Stop();
-      pending_.push_back(PendingForward{c.layer, c.step, std::move(sample), std::move(c.timer)});
+    if (c.timer != nullptr || options_.deferred_cpu) {
+      DeferForward(c, std::move(sample));
     } else if (absl::Status s = AddForwardSample(c.layer, c.step, std::move(sample)); !s.ok()) {
       errors_.Record("add_forward", s.ToString());
     }
@@ -421,35 +440,60 @@ void Tracer::AbortCall(CallId id) {
 
 // ---- Snapshots ----------------------------------------------------------------------------------
 
-void Tracer::DrainPending(bool wait) const {
-  size_t done = 0;
-  for (; done < pending_.size(); ++done) {
-    PendingForward& p = pending_[done];
-    std::optional<double> ms = p.timer->ElapsedMs(wait);
-    if (!ms && !wait) break;  // Still running on the GPU; keep call order.
-    if (ms) p.sample.latency_ms = *ms;
-    // Errors here are impossible for declared layers; there is no error counter in a const path.
-    (void)AddForwardSample(p.layer, p.step, std::move(p.sample));
+void Tracer::DeferForward(CallState& c, ForwardSample sample) {
+  std::unique_ptr<Completion> done;
+  if (c.timer != nullptr) {
+    // GPU time comes from the events, read when they complete (never a sync per module).
+    c.timer->Stop();
+    done = std::make_unique<TimerCompletion>(c.timer.get());
+  } else if (options_.cpu_completion) {
+    done = options_.cpu_completion();
+  } else {
+    done = std::make_unique<ReadyCompletion>();
   }
-  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+  ++results_deferred_;
+  pending_.Push(std::move(done),
+                PendingForward{epoch_, c.layer, c.step, std::move(sample), std::move(c.timer)});
+}
+
+void Tracer::CollectPending(std::vector<PendingForward> done) const {
+  if (done.empty()) return;
+  for (PendingForward& p : done) {
+    if (p.timer == nullptr) continue;
+    if (std::optional<double> ms = p.timer->ElapsedMs(/*wait=*/false)) p.sample.latency_ms = *ms;
+    p.timer.reset();  // Frees the events outside mu_.
+  }
+  absl::MutexLock lock(&mu_);
+  for (PendingForward& p : done) {
+    if (p.epoch != epoch_) continue;  // Of an earlier Start(): that record was reset.
+    if (absl::Status s = AddForwardSample(p.layer, p.step, std::move(p.sample)); !s.ok()) {
+      errors_.Record("add_forward", s.ToString());
+    }
+  }
 }
 
 TraceRecord Tracer::SnapshotLocked() const {
-  if (!pending_.empty()) DrainPending(/*wait=*/true);
   TraceRecord record = aggregator_.Snapshot();
   record.metadata.nan_origin = nan_origin_;
   record.metadata.SetExtra("hook_errors", absl::StrCat(errors_.count()));
+  if (results_deferred_ > 0) {  // Only sessions that deferred (CUDA, deferred_cpu) say so.
+    record.metadata.SetExtra("results_in_flight", absl::StrCat(pending_.in_flight()));
+    record.metadata.SetExtra("results_abandoned",
+                             absl::StrCat(results_abandoned_.load(std::memory_order_relaxed)));
+  }
   return record;
 }
 
 TraceRecord Tracer::Snapshot() const {
   if (ForkedChild()) return TraceRecord{};
+  CollectPending(pending_.TakeCompleted());  // What has completed; never waits.
   absl::MutexLock lock(&mu_);
   return SnapshotLocked();
 }
 
 absl::StatusOr<TraceRecord> Tracer::Finalize(std::optional<double> total_time_ms) const {
   if (ForkedChild()) return absl::FailedPreconditionError("cannot finalize in a forked child");
+  CollectPending(pending_.TakeCompleted());
   absl::MutexLock lock(&mu_);
   TraceRecord record = SnapshotLocked();
   record.metadata.total_time_ms = total_time_ms;

@@ -22,9 +22,13 @@
 //    came from code between modules), that layer is named;
 //  - on CUDA (built with TRACETORCH_WITH_CUDA, see cuda_support.h): records the caching allocator's
 //    allocated/reserved deltas per call (forward: BeginCall..EndCall; backward: output gradient
-//    ready..input gradient ready) and times forward calls with CUDA events; such a sample waits in
-//    a queue until its end event completes and is aggregated at the next forward, the next backward
-//    hook or a Snapshot() (which waits for the events), so no module synchronises the device.
+//    ready..input gradient ready; counters, no sync) and times forward calls with CUDA events;
+//    such a sample waits in a PendingResults queue (pending_results.h) until its end event has
+//    completed and is collected at the next step (root BeginCall), a Snapshot() or Stop(), never
+//    by waiting: no hook synchronises the device. Snapshot() says how many samples are still in
+//    flight (metadata extra "results_in_flight"); Stop() collects them with a bounded wait
+//    (TracerOptions::stop_wait) and counts those it drops ("results_abandoned"). With
+//    TracerOptions::deferred_cpu, CPU samples take the same route (tests of the machinery).
 //    Backward latency is host time between the hooks. Without CUDA, memory fields stay null;
 //  - feeds a TraceAggregator (memory bounded by layers, never steps) and counts hook errors.
 //
@@ -58,8 +62,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,8 +78,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "agent/cuda_support.h"
+#include "agent/pending_results.h"
 #include "agent/stats.h"
 #include "guest/fork.h"
 #include "guest/hook_guard.h"
@@ -91,6 +99,14 @@ struct TracerOptions {
   // false: only NaN/Inf counts are computed (StatsMode::kNonFiniteOnly).
   bool capture_stats = true;
   Thresholds thresholds;
+  // Routes CPU forward samples through the pending-results queue as CUDA ones go: they reach the
+  // record when collected (next step, Snapshot(), Stop()), not at EndCall. The Python door sets it
+  // from TRACETORCH_DEFERRED_STATS=1. For tests of the deferred machinery on CPU.
+  bool deferred_cpu = false;
+  // With deferred_cpu: makes each CPU sample's Completion (default: a ReadyCompletion). Tests.
+  std::function<std::unique_ptr<Completion>()> cpu_completion;
+  // How long Stop() waits, in all, for samples still in flight before dropping them.
+  absl::Duration stop_wait = absl::Seconds(2);
 };
 
 // Receives a copy of what the Tracer records, as it is recorded: an optional second consumer next
@@ -141,8 +157,9 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // registered backward hooks of an earlier Start() are forgotten (layers and metadata are kept).
   // FailedPrecondition if already started; also in a forked child.
   absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
-  // Stops recording and removes the backward hooks still attached to live autograd nodes.
-  // Idempotent.
+  // Collects the samples still in flight (waiting at most TracerOptions::stop_wait, without the
+  // internal mutex), then stops recording and removes the backward hooks still attached to live
+  // autograd nodes. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   bool active() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -161,7 +178,11 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // The call raised: forget it without recording a sample.
   void AbortCall(CallId call) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The trace so far, without anomalies; metadata carries nan_origin and extra["hook_errors"].
+  // The trace so far, without anomalies: the samples collected so far (those whose device work has
+  // completed are collected first; nothing waits). Metadata carries nan_origin and
+  // extra["hook_errors"] and, once a sample was deferred (CUDA, deferred_cpu),
+  // extra["results_in_flight"] (samples still waiting for the device) and
+  // extra["results_abandoned"] (samples Stop() dropped after its bounded wait).
   TraceRecord Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
   // Snapshot() with total_time_ms set and `warnings` = DetectAnomalies(record, thresholds).
   absl::StatusOr<TraceRecord> Finalize(std::optional<double> total_time_ms) const
@@ -186,6 +207,8 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // Tensors reduced (statistics computed) since Start(); cache hits are not counted.
   int64_t tensor_reductions() const ABSL_LOCKS_EXCLUDED(mu_);
   std::optional<NanOrigin> nan_origin() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Forward samples waiting for their device work (not yet in the record). Lock-free.
+  int64_t results_in_flight() const;
 
   // Backward entry points, called by the hooks this class registers (public for them only).
   // Guarded like the forward ones: they never throw into the autograd engine.
@@ -215,12 +238,14 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
     std::unique_ptr<DeviceTimer> timer;
   };
 
-  // A CUDA forward sample waiting for its end event before it is aggregated.
+  // A forward sample waiting for its device work (a CUDA call's end event; a CPU sample in the
+  // deferred mode) before it is aggregated.
   struct PendingForward {
-    LayerId layer;
+    uint64_t epoch = 0;  // Of the Start() it belongs to.
+    LayerId layer = kNoLayer;
     int64_t step = 0;
     ForwardSample sample;
-    std::unique_ptr<DeviceTimer> timer;
+    std::unique_ptr<DeviceTimer> timer;  // CUDA only: latency from its events.
   };
 
   struct CacheEntry {
@@ -276,8 +301,12 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   void NodeDoneLocked(NodeListeners& node, Clock::time_point end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TraceRecord SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Aggregates pending CUDA samples, in call order, whose events completed (all, when `wait`).
-  void DrainPending(bool wait) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the forward sample of a call whose device work is still running (or, deferred_cpu, a
+  // CPU one).
+  void DeferForward(CallState& c, ForwardSample sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aggregates samples taken from pending_ (their device work is done), in order; those of an
+  // earlier Start() are dropped. Takes mu_ (reads the event times before it).
+  void CollectPending(std::vector<PendingForward> done) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const TracerOptions options_;
@@ -307,7 +336,11 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   absl::flat_hash_map<const torch::autograd::Node*, std::weak_ptr<NodeListeners>> nodes_
       ABSL_GUARDED_BY(mu_);
   size_t prune_nodes_at_ ABSL_GUARDED_BY(mu_);
-  mutable std::vector<PendingForward> pending_ ABSL_GUARDED_BY(mu_);
+  // Thread-safe itself, with its own mutex: pushed under mu_, taken without it (see
+  // pending_results.h); mutable so that Snapshot() collects what has completed.
+  mutable PendingResults<PendingForward> pending_;
+  std::atomic<int64_t> results_abandoned_{0};          // Dropped by Stop() after its bounded wait.
+  int64_t results_deferred_ ABSL_GUARDED_BY(mu_) = 0;  // Samples queued since Start().
 };
 
 }  // namespace tracetorch::agent

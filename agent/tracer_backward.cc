@@ -148,7 +148,6 @@ void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& gra
 
 void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
                              Clock::time_point enter) {
-  if (!pending_.empty()) DrainPending(/*wait=*/true);
   // Gradient statistics per input slot of the node, computed at most once per firing.
   std::vector<std::pair<uint32_t, std::optional<GradStats>>> computed;
   auto stats_for = [&](uint32_t nr) -> const std::optional<GradStats>& {

@@ -129,8 +129,11 @@ absl::StatusOr<std::unique_ptr<TraceSession::Impl>> TraceSession::Impl::Make(
     ModuleTree tree, std::optional<c10::Device> device, CaptureEngine::Mode mode,
     const void* script_self, const TraceSessionOptions& options) {
   TraceMetadata metadata = MakeMetadata(options, tree.root_type(), device);
-  absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer = agent::Tracer::Create(
-      agent::TracerOptions{options.capture_stats, options.thresholds}, metadata);
+  agent::TracerOptions tracer_options;
+  tracer_options.capture_stats = options.capture_stats;
+  tracer_options.thresholds = options.thresholds;
+  absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer =
+      agent::Tracer::Create(std::move(tracer_options), metadata);
   if (!tracer.ok()) return tracer.status();
   if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();

@@ -5,9 +5,11 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -507,6 +509,9 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
              agent::TracerOptions options;
              options.capture_stats = capture_stats;
              options.thresholds = ToThresholds(thresholds);
+             // The deferred-collection machinery on CPU (agent/pending_results.h), for tests.
+             const char* deferred = std::getenv("TRACETORCH_DEFERRED_STATS");
+             options.deferred_cpu = deferred != nullptr && std::string_view(deferred) == "1";
              absl::StatusOr<std::shared_ptr<Tracer>> tracer =
                  Tracer::Create(options, ToMetadata(metadata));
              if (!tracer.ok()) ThrowStatus(tracer.status());

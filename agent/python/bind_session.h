@@ -17,6 +17,8 @@
 //     write(path) -> None; summary() -> str; active, steps, hook_errors properties
 // pre/post flatten tensors nested in tuples, lists and dicts (and keyword arguments) in C++; they
 // never raise: failures are counted in hook_errors and logged once per cause.
+// TRACETORCH_DEFERRED_STATS=1 in the environment when an engine is made routes its CPU samples
+// through the deferred-collection queue (TracerOptions::deferred_cpu), as CUDA samples go.
 //
 // REQUIRES: BindRecord(m) was called first (records and anomalies are returned as its types).
 #ifndef TRACETORCH_AGENT_PYTHON_BIND_SESSION_H_

@@ -1,14 +1,23 @@
 """Builds and installs the tracetorch Python package with its native extension.
 
-    /usr/bin/python3 -m pip install --no-build-isolation agent/python
+    python -m pip install --no-build-isolation ./agent/python
 
 The extension (tracetorch._C) is built by the project's CMake (target tracetorch_python_ext) from the
-repository root two levels up, against the torch of the interpreter running this script, and so is
-the `tracetorch` program (target tracetorch), installed inside the package as tracetorch/_bin/ for
-the subcommands that talk to tracetorchd. The `tracetorch` console script (tracetorch.cli:main, as
-tracetorch-ml names it) runs the same command line. Tests and benchmarks are not built.
-Environment: TRACETORCH_CMAKE_ARGS adds CMake arguments, TRACETORCH_BUILD_JOBS sets the parallelism
-(default 2).
+repository root two levels up, against the torch of the interpreter running this script: CMake asks
+that interpreter for its torch (cmake/TracetorchTorch.cmake: torch.utils.cmake_prefix_path, the
+C++ ABI, CUDA) and never takes another libtorch found on the search path. --no-build-isolation
+is required: an isolated build would see a fresh torch from the index, not the one installed.
+Where gRPC, protobuf and CLI11 are installed, the `tracetorch` program (target tracetorch) is built
+too and installed inside the package as tracetorch/_bin/ for the subcommands that talk to
+tracetorchd; without them the build is agent-only (TRACETORCH_AGENT_ONLY: the extension alone, and
+tracetorch.cli only with CLI11). A torch built with CUDA gets the CUDA path (TRACETORCH_WITH_CUDA).
+The `tracetorch` console script (tracetorch.cli:main, as tracetorch-ml names it) runs the command
+line. Tests and benchmarks are not built.
+
+Environment: TRACETORCH_CMAKE_ARGS adds CMake arguments (after ours: they win),
+TRACETORCH_BUILD_JOBS sets the parallelism (default 2), TRACETORCH_BUILD_DIR names the CMake build
+folder to configure and build (default: under setuptools' build_temp); an existing one is reused,
+so a CI job can install what it has just built without compiling it again.
 """
 
 import os
@@ -40,11 +49,57 @@ class CMakeExtension(Extension):
         super().__init__(name, sources=[])
 
 
+def _torch_flags() -> list:
+    """CMake arguments for the torch of this interpreter; SystemExit with one clear line when that
+    torch cannot be built against."""
+    try:
+        import torch  # noqa: F401 (the interpreter's own torch)
+    except ImportError as e:
+        raise SystemExit(
+            f"tracetorch: {sys.executable} cannot import torch ({e}); install torch first, then "
+            "pip install --no-build-isolation ./agent/python") from None
+    if not bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)):
+        raise SystemExit(
+            f"tracetorch: torch {torch.__version__} ({torch.__file__}) was built with the "
+            "pre-C++11 ABI (_GLIBCXX_USE_CXX11_ABI=0); the agent links the distribution's abseil "
+            "and spdlog (C++11 ABI), which cannot be mixed with it. Use a torch built with the "
+            "C++11 ABI (Debian/Ubuntu python3-torch, conda, or a recent pip wheel).")
+    flags = [f"-DTRACETORCH_PYTHON={sys.executable}"]
+    if torch.version.cuda is not None:
+        flags.append("-DTRACETORCH_WITH_CUDA=ON")
+    try:
+        import pybind11  # A pip-installed pybind11 ships its CMake config inside the package.
+
+        flags.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
+    except (ImportError, AttributeError):
+        pass  # The distribution's (Debian: pybind11-dev) is found by CMake itself.
+    return flags
+
+
+def _run(cmd: list, what: str) -> None:
+    try:
+        subprocess.run(cmd, check=True)
+    except FileNotFoundError:
+        raise SystemExit(f"tracetorch: {cmd[0]} not found: {what} needs CMake (3.22 or later)")
+    except subprocess.CalledProcessError as e:
+        raise SystemExit(f"tracetorch: {what} failed (exit {e.returncode}); the first error above "
+                         "says why") from None
+
+
+def _cache_bool(build_dir: Path, name: str) -> bool:
+    cache = build_dir / "CMakeCache.txt"
+    match = re.search(rf"^{name}:BOOL=(\w+)$", cache.read_text(), re.M) if cache.is_file() else None
+    return bool(match) and match.group(1).upper() in ("ON", "TRUE", "1", "YES")
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
         if not (ROOT / "CMakeLists.txt").is_file():
             raise RuntimeError(f"tracetorch: no CMakeLists.txt at {ROOT} (build from a source checkout)")
-        build_dir = Path(self.build_temp).resolve() / "cmake"
+        if os.environ.get("TRACETORCH_BUILD_DIR"):
+            build_dir = Path(os.environ["TRACETORCH_BUILD_DIR"]).resolve()
+        else:
+            build_dir = Path(self.build_temp).resolve() / "cmake"
         build_dir.mkdir(parents=True, exist_ok=True)
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir),
@@ -52,24 +107,25 @@ class CMakeBuild(build_ext):
             "-DTRACETORCH_BUILD_TESTS=OFF",
             "-DTRACETORCH_BUILD_BENCH=OFF",
             "-DTRACETORCH_BUILD_AGENT=ON",
-            f"-DTRACETORCH_PYTHON={sys.executable}",
         ]
-        if shutil.which("ninja"):
+        configure += _torch_flags()
+        if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").is_file():
             configure += ["-G", "Ninja"]
         configure += shlex.split(os.environ.get("TRACETORCH_CMAKE_ARGS", ""))
-        subprocess.run(configure, check=True)
+        _run(configure, "configuring tracetorch")
+        agent_only = _cache_bool(build_dir, "TRACETORCH_AGENT_ONLY")
+        targets = ["tracetorch_python_ext"] + ([] if agent_only else ["tracetorch"])
         jobs = os.environ.get("TRACETORCH_BUILD_JOBS", "2")
-        subprocess.run(
-            ["cmake", "--build", str(build_dir), "--target", "tracetorch_python_ext", "tracetorch",
-             "-j", jobs],
-            check=True,
-        )
+        _run(["cmake", "--build", str(build_dir), "--target", *targets, "-j", jobs],
+             "building tracetorch")
         built = sorted((build_dir / "python" / "tracetorch").glob("_C*.so"))
         if not built:
             raise RuntimeError(f"tracetorch: the build produced no _C extension in {build_dir}")
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
+        if agent_only:
+            return  # No daemon client: tracetorch.cli says so for the daemon subcommands.
         # The daemon subcommands (sessions, snapshot, ...) run this program (tracetorch/cli.py).
         program = build_dir / "cli" / "tracetorch"
         if not program.is_file():

@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from tracetorch import _C
-from tracetorch._C import FilterOptions
+
+if not hasattr(_C, "_run_cli"):
+    raise ImportError(
+        "tracetorch.cli: this tracetorch was built without the command line (an agent-only build "
+        "without CLI11); tracing (import tracetorch) works without it. Install CLI11 (Debian/"
+        "Ubuntu: libcli11-dev) and reinstall tracetorch for tracetorch.cli and python -m tracetorch.")
+
+from tracetorch._C import FilterOptions  # noqa: E402 (after the check above)
 
 __all__ = [
     "FilterOptions",

@@ -1,0 +1,67 @@
+"""An installed tracetorch traces a training step (tools/check_agent_install runs it; not pytest).
+
+    python install_smoke.py EXPECTED_DIR
+
+Checks that `import tracetorch` loads the extension from under EXPECTED_DIR (the venv's
+site-packages, or a build's python/ folder: not another copy on the path), then traces three
+training steps of a small model and a fourth with a NaN made by one layer, and checks what the
+record says: every layer's forward and backward counts, statistics, and the NaN origin (that layer,
+that step). Prints one line and exits 0, or raises.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+import torch
+import torch.nn as nn
+
+
+class Scale(nn.Module):
+    """Multiplies by `factor`: a NaN factor makes a NaN in this layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.factor = 1.0
+
+    def forward(self, x):
+        return x * self.factor
+
+
+def main() -> None:
+    expected = os.path.realpath(sys.argv[1])
+    import tracetorch
+    from tracetorch import TraceSession
+
+    where = os.path.realpath(tracetorch._C.__file__)
+    if not where.startswith(expected + os.sep):
+        raise SystemExit(f"install_smoke: tracetorch._C came from {where}, not from {expected}")
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), Scale(), nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with TraceSession(model) as session:
+        for step in range(4):
+            if step == 3:
+                model[2].factor = float("nan")
+            optimizer.zero_grad()
+            model(torch.randn(32, 8)).sum().backward()
+            optimizer.step()
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(session.export(os.path.join(tmp, "trace.json"))) as f:
+            doc = json.load(f)
+    by_name = {layer["full_name"]: layer for layer in doc["layers"]}
+    for name in ("0", "1", "2", "3"):
+        layer = by_name[name]
+        if layer["forward_count"] != 4 or layer["backward_count"] != 4:
+            raise SystemExit(f"install_smoke: layer {name}: {layer['forward_count']} forward, "
+                             f"{layer['backward_count']} backward (want 4 and 4)")
+    if by_name["0"]["outputs"][0].get("mean") is None:
+        raise SystemExit("install_smoke: no statistics recorded for layer 0")
+    origin = doc["metadata"]["nan_origin"]
+    if origin is None or origin["layer"] != "2" or origin["step"] != 3:
+        raise SystemExit(f"install_smoke: NaN origin {origin}, want layer 2 at step 3")
+    print(f"install_smoke: ok (torch {torch.__version__}, tracetorch._C from {where})")
+
+
+if __name__ == "__main__":
+    main()
