@@ -588,13 +588,14 @@ std::string OpGraphToJson(const OpGraph& graph, int indent) {
   return out;
 }
 
-absl::StatusOr<OpGraph> ParseOpGraphJson(std::string_view text) {
+namespace {
+
+// The parsed document's root; errors as ParseOpGraphJson says.
+absl::Status ParseRoot(std::string_view text, simdjson::dom::parser& parser, element* root) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return absl::InvalidArgumentError("file is empty");
   }
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  const simdjson::error_code error = parser.parse(text.data(), text.size()).get(root);
+  const simdjson::error_code error = parser.parse(text.data(), text.size()).get(*root);
   if (error != simdjson::SUCCESS) {
     // The tolerant scanner says where the syntax is wrong. What it would rewrite (NaN, huge
     // integers) our writer never writes: such a document is not an op graph either.
@@ -602,6 +603,50 @@ absl::StatusOr<OpGraph> ParseOpGraphJson(std::string_view text) {
     if (!edits.ok()) return edits.status();
     return absl::InvalidArgumentError(
         absl::StrCat("cannot parse the op graph: ", simdjson::error_message(error)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OpGraph> WithPath(const std::string& path, absl::StatusOr<OpGraph> graph) {
+  if (!graph.ok()) {
+    return absl::Status(graph.status().code(), absl::StrCat(path, ": ", graph.status().message()));
+  }
+  return graph;
+}
+
+}  // namespace
+
+absl::StatusOr<OpGraph> ParseOpGraphJson(std::string_view text) {
+  simdjson::dom::parser parser;
+  element root;
+  if (absl::Status s = ParseRoot(text, parser, &root); !s.ok()) return s;
+  OpGraph graph;
+  if (auto s = ReadGraph(root, &graph); !s.ok()) return s;
+  return graph;
+}
+
+absl::StatusOr<OpGraph> ParseOpGraphOrMember(std::string_view text) {
+  simdjson::dom::parser parser;
+  element root;
+  if (absl::Status s = ParseRoot(text, parser, &root); !s.ok()) return s;
+  object obj;
+  if (root.get(obj) == simdjson::SUCCESS) {
+    std::string_view format;
+    element member;
+    const bool is_graph =
+        obj["format"].get(format) == simdjson::SUCCESS && format == kOpGraphFormat;
+    if (!is_graph && obj["op_graph"].get(member) == simdjson::SUCCESS && !member.is_null()) {
+      OpGraph graph;
+      if (absl::Status s = ReadGraph(member, &graph); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("op_graph: ", s.message()));
+      }
+      return graph;
+    }
+    element format_key;
+    if (!is_graph && obj["format"].get(format_key) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError(
+          "neither an op graph (\"format\": \"tracetorch.ops\") nor a trace with an \"op_graph\"");
+    }
   }
   OpGraph graph;
   if (auto s = ReadGraph(root, &graph); !s.ok()) return s;
@@ -611,11 +656,13 @@ absl::StatusOr<OpGraph> ParseOpGraphJson(std::string_view text) {
 absl::StatusOr<OpGraph> ReadOpGraphFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFileToString(path);
   if (!text.ok()) return text.status();
-  absl::StatusOr<OpGraph> graph = ParseOpGraphJson(*text);
-  if (!graph.ok()) {
-    return absl::Status(graph.status().code(), absl::StrCat(path, ": ", graph.status().message()));
-  }
-  return graph;
+  return WithPath(path, ParseOpGraphJson(*text));
+}
+
+absl::StatusOr<OpGraph> ReadOpGraphOrMemberFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  return WithPath(path, ParseOpGraphOrMember(*text));
 }
 
 absl::Status WriteOpGraphFile(const std::string& path, const OpGraph& graph, int indent) {

@@ -54,6 +54,13 @@ absl::StatusOr<OpGraph> ParseOpGraphJson(std::string_view text);
 
 // The file at `path`: NotFound / PermissionDenied when it cannot be read, else as above.
 absl::StatusOr<OpGraph> ReadOpGraphFile(const std::string& path);
+// A document that is an op graph, or a JSON object whose "op_graph" member is one (a training
+// trace file that kept the graph of the step it captured, ops="on_nan"): what `tracetorch graph`
+// draws. InvalidArgument when it is neither, or as ParseOpGraphJson for the graph found.
+absl::StatusOr<OpGraph> ParseOpGraphOrMember(std::string_view text);
+// The file at `path`, as ParseOpGraphOrMember; errors as ReadOpGraphFile.
+absl::StatusOr<OpGraph> ReadOpGraphOrMemberFile(const std::string& path);
+
 // Writes the document atomically (trace/atomic_file.h).
 absl::Status WriteOpGraphFile(const std::string& path, const OpGraph& graph, int indent = 1);
 
