@@ -4,6 +4,7 @@
 
 #include "agent/python/bind_analysis.h"
 #include "agent/python/bind_cli.h"
+#include "agent/python/bind_draw.h"
 #include "agent/python/bind_ops.h"
 #include "agent/python/bind_record.h"
 #include "agent/python/bind_session.h"
@@ -15,4 +16,5 @@ PYBIND11_MODULE(_C, m) {
   tracetorch::python::BindSession(m);
   tracetorch::python::BindCli(m);
   tracetorch::python::BindOps(m);
+  tracetorch::python::BindDraw(m);
 }
