@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/core/baseline_store.h"
 #include "daemon/core/counters.h"
+#include "daemon/core/file_baseline_store.h"
 #include "daemon/core/session_manager.h"
 #include "daemon/testing/test_util.h"
 #include "gmock/gmock.h"
@@ -84,7 +84,7 @@ class DiffServiceTest : public ::testing::Test {
     auto m = SessionManager::Create(o, &counters_);
     ASSERT_TRUE(m.ok()) << m.status();
     manager_ = *std::move(m);
-    baselines_ = std::make_unique<BaselineStore>(
+    baselines_ = std::make_unique<FileBaselineStore>(
         o.data_dir, [] { return absl::FromUnixSeconds(1'700'000'000); });
     service_ = std::make_unique<DiffService>(manager_.get(), baselines_.get());
   }
@@ -373,8 +373,9 @@ TEST_F(DiffServiceTest, WithoutADataDirectoryBaselineCallsAreFailedPrecondition)
   ASSERT_TRUE(m.ok()) << m.status();
   manager_ = *std::move(m);
   const std::string base = AddSession(Noisy);
-  BaselineStore no_dir("");
-  for (BaselineStore* store : {static_cast<BaselineStore*>(nullptr), &no_dir}) {
+  FileBaselineStore no_dir("");
+  for (BaselineStore* store :
+       {static_cast<BaselineStore*>(nullptr), static_cast<BaselineStore*>(&no_dir)}) {
     SCOPED_TRACE(store == nullptr ? "no store" : "a store without a directory");
     DiffService service(manager_.get(), store);
     v1::SetBaselineRequest set;

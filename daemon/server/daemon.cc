@@ -9,11 +9,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/core/baseline_store.h"
 #include "daemon/core/diff_service.h"
+#include "daemon/core/file_baseline_store.h"
 #include "daemon/core/watch_hub.h"
 #include "daemon/rpc/auth.h"
 #include "daemon/rpc/service.h"
+#include "daemon/store_pg/pg_baseline_store.h"
 #include "grpcpp/grpcpp.h"
 #include "protocol/address.h"
 #include "spdlog/spdlog.h"
@@ -114,7 +115,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
       SessionManager::Create(c.sessions, &d->counters_);
   if (!manager.ok()) return manager.status();
   d->manager_ = *std::move(manager);
-  d->baselines_ = std::make_unique<BaselineStore>(c.data_dir);
+  if (c.store.empty()) {
+    d->baselines_ = std::make_unique<FileBaselineStore>(c.data_dir);
+  } else if (IsPostgresUrl(c.store)) {
+    absl::StatusOr<std::unique_ptr<PgBaselineStore>> pg = PgBaselineStore::Open(c.store);
+    if (!pg.ok()) return pg.status();
+    d->baselines_ = *std::move(pg);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown baseline store '", c.store, "' (postgresql://... or none for the data dir)"));
+  }
 
   // Claim the ingest path first: it is how a second instance is detected (gRPC would silently
   // unlink and steal its socket).
@@ -130,7 +140,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   ingest.allowed_uids = c.allowed_uids;
   ingest.allowed_gids = c.allowed_gids;
   ingest.socket_group = c.socket_group;
-  if (absl::Status s = ClaimSocketPath(c.socket_path); !s.ok()) return s;
+  if (!c.service_only) {
+    if (absl::Status s = ClaimSocketPath(c.socket_path); !s.ok()) return s;
+  }
   if (absl::Status s = ClaimSocketPath(c.service_socket_path); !s.ok()) return s;
 
   Daemon* self = d.get();
@@ -178,22 +190,25 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   // after, and a failure stops the start (the returned error unwinds through ~Daemon).
   if (absl::Status s = SetSocketAccess(c.service_socket_path, c.socket_group); !s.ok()) return s;
 
-  absl::StatusOr<std::unique_ptr<IngestServer>> server = IngestServer::Start(
-      std::move(ingest), d->manager_.get(), &d->counters_, &d->log_, d->ingest_budget_.get());
-  if (!server.ok()) return server.status();
-  d->ingest_ = *std::move(server);
+  if (!c.service_only) {
+    absl::StatusOr<std::unique_ptr<IngestServer>> server = IngestServer::Start(
+        std::move(ingest), d->manager_.get(), &d->counters_, &d->log_, d->ingest_budget_.get());
+    if (!server.ok()) return server.status();
+    d->ingest_ = *std::move(server);
+  }
   {
     absl::MutexLock lock(&d->mu_);
     d->rate_time_ = absl::Now();
   }
   d->housekeeping_ = std::thread([self] { self->Housekeeping(); });
-  spdlog::info("tracetorchd serving agents on {}, TraceService on {}{}; data in {}", c.socket_path,
-               c.service_socket_path,
+  spdlog::info("tracetorchd serving {}{}, TraceService on {}{}; data in {}; baselines in {}",
+               c.service_only ? "no agents (--service-only)" : "agents on ",
+               c.service_only ? "" : c.socket_path, c.service_socket_path,
                tcp_listen.empty()
                    ? ""
                    : absl::StrCat(" and ", tcp_listen.substr(0, tcp_listen.rfind(':')), ":",
                                   d->tcp_port_, tcp_security),
-               c.data_dir.empty() ? "(memory only)" : c.data_dir);
+               c.data_dir.empty() ? "(memory only)" : c.data_dir, d->baselines_->Describe());
   return d;
 }
 

@@ -51,6 +51,11 @@ struct DaemonConfig {
   std::string tls_key_file;
   std::string tls_client_ca_file;
   std::string data_dir;
+  // Where named baselines live: empty for DATA_DIR/baselines, or a postgresql:// URL
+  // (daemon/store_pg) that several replicas may share.
+  std::string store;
+  // Serve only the TraceService (diffs and baselines, for CI): no ingest socket, no agents.
+  bool service_only = false;
   absl::Duration snapshot_interval = absl::Seconds(5);
   uint32_t max_frame_bytes = 16u << 20;
   size_t max_connections = 512;
@@ -77,8 +82,10 @@ absl::Status ValidateRemoteAccess(const DaemonConfig& config);
 
 class Daemon {
  public:
-  // Validates the config (InvalidArgument), loads the index, claims both sockets
-  // (FailedPrecondition when another daemon serves them), starts gRPC and ingest. Each socket gets
+  // Validates the config (InvalidArgument), loads the index, opens the baseline store (a
+  // PostgreSQL store that cannot be reached: Unavailable), claims both sockets
+  // (FailedPrecondition when another daemon serves them), starts gRPC and ingest (not with
+  // service_only). Each socket gets
   // mode 0660 and socket_group: PermissionDenied or Internal, naming the socket, when that cannot
   // be set (daemon/ingest/ingest_server.h SetSocketAccess); Unavailable when gRPC cannot listen.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonConfig config);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/server/daemon.h"
+#include "daemon/store_pg/pg_baseline_store.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -66,6 +67,13 @@ int main(int argc, char** argv) {
   app.add_option("--tls-client-ca", config.tls_client_ca_file,
                  "Require TCP clients to present a certificate signed by this CA (PEM)");
   app.add_option("--data-dir", config.data_dir, "Where snapshots and the session index live");
+  app.add_option("--store", config.store,
+                 "Where named baselines live: postgresql://USER@HOST/DB?... (libpq URL; schema "
+                 "created and migrated by the daemon; replicas may share it). Default: "
+                 "DATA_DIR/baselines");
+  app.add_flag("--service-only", config.service_only,
+               "Serve only the TraceService (diffs and baselines for CI): no ingest socket. "
+               "With --store and no --data-dir, keeps no data directory");
   app.add_option("--snapshot-interval", snapshot_s, "Seconds between snapshots of live sessions")
       ->check(kPositive);
   app.add_option("--max-frame-bytes", config.max_frame_bytes, "Largest ingest frame accepted")
@@ -148,7 +156,11 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   if (config.socket_path.empty())
     config.socket_path = tracetorch::daemon::DefaultSocketPath(system);
-  if (config.data_dir.empty()) config.data_dir = tracetorch::daemon::DefaultDataDir(system);
+  // A service-only replica over a shared store needs no directory of its own (and two replicas on
+  // one machine would otherwise contend for the default one's lock).
+  if (config.data_dir.empty() && !(config.service_only && !config.store.empty())) {
+    config.data_dir = tracetorch::daemon::DefaultDataDir(system);
+  }
   config.snapshot_interval = absl::Seconds(snapshot_s);
   config.ingest_memory_bytes = ingest_memory_mb << 20;
   config.sessions.retain_for = absl::Hours(24 * retain_days);
@@ -164,6 +176,10 @@ int main(int argc, char** argv) {
     config.socket_group = g->gr_gid;
   }
 
+  if (!config.store.empty() && !tracetorch::daemon::IsPostgresUrl(config.store)) {
+    spdlog::error("tracetorchd: --store '{}' is not a postgresql:// URL", config.store);
+    return 2;
+  }
   if (absl::Status s = tracetorch::daemon::ValidateRemoteAccess(config); !s.ok()) {
     spdlog::error("tracetorchd: {}", std::string(s.message()));
     return 2;

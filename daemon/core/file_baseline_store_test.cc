@@ -1,4 +1,4 @@
-#include "daemon/core/baseline_store.h"
+#include "daemon/core/file_baseline_store.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -83,7 +83,7 @@ std::vector<std::string> Names(const std::vector<v1::BaselineInfo>& list) {
   return out;
 }
 
-TEST(BaselineStore, NamesAreOnePlainFileName) {
+TEST(FileBaselineStore, NamesAreOnePlainFileName) {
   for (const char* ok : {"main", "v1.2", "release_2026-11", "a", "A.b-c_d"}) {
     EXPECT_TRUE(BaselineStore::ValidateName(ok).ok()) << ok;
   }
@@ -98,9 +98,9 @@ TEST(BaselineStore, NamesAreOnePlainFileName) {
   EXPECT_THAT(BaselineStore::ValidateName("").message(), HasSubstr("empty"));
 }
 
-TEST(BaselineStore, BadNamesNeverTouchTheDisk) {
+TEST(FileBaselineStore, BadNamesNeverTouchTheDisk) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   for (const char* bad : {"../x", "a/b", "", "../../etc/passwd"}) {
     EXPECT_EQ(store.Set(bad, MakeRecord("Net", 1), {}, "upload").status().code(),
               absl::StatusCode::kInvalidArgument)
@@ -112,9 +112,9 @@ TEST(BaselineStore, BadNamesNeverTouchTheDisk) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/baselines"));
 }
 
-TEST(BaselineStore, SetGetRoundTripWithHistory) {
+TEST(FileBaselineStore, SetGetRoundTripWithHistory) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
+  FileBaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
   const TraceRecord record = MakeRecord("Net", 3);
   auto info = store.Set("main", record, MakeHistory(), "session s-1");
   ASSERT_TRUE(info.ok()) << info.status();
@@ -147,9 +147,9 @@ TEST(BaselineStore, SetGetRoundTripWithHistory) {
   EXPECT_EQ(*file, record);
 }
 
-TEST(BaselineStore, SetReplacesAndListIsByName) {
+TEST(FileBaselineStore, SetReplacesAndListIsByName) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("zeta", MakeRecord("Z", 1), {}, "upload").ok());
   ASSERT_TRUE(store.Set("alpha", MakeRecord("A", 2), MakeHistory(), "session x").ok());
   ASSERT_TRUE(store.Set("mid.v2", MakeRecord("M", 1), {}, "upload").ok());
@@ -166,9 +166,9 @@ TEST(BaselineStore, SetReplacesAndListIsByName) {
   EXPECT_THAT(alpha->history, IsEmpty());
 }
 
-TEST(BaselineStore, RemoveAndNotFound) {
+TEST(FileBaselineStore, RemoveAndNotFound) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   EXPECT_EQ(store.Remove("main").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(store.Get("main").status().message(), HasSubstr("no baseline named 'main'"));
@@ -186,10 +186,10 @@ TEST(BaselineStore, RemoveAndNotFound) {
   EXPECT_THAT(*list, IsEmpty());
 }
 
-TEST(BaselineStore, FilesAre0640AndItsDirectory0750UnderUmask022) {
+TEST(FileBaselineStore, FilesAre0640AndItsDirectory0750UnderUmask022) {
   TempDir dir{"ttbase"};
   const mode_t old = umask(022);
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   const bool set = store.Set("main", MakeRecord("Net", 2), MakeHistory(), "upload").ok();
   umask(old);
   ASSERT_TRUE(set);
@@ -203,22 +203,22 @@ TEST(BaselineStore, FilesAre0640AndItsDirectory0750UnderUmask022) {
   EXPECT_EQ(mode(dir.path() + "/baselines/.main.meta.json"), 0640u);
 }
 
-TEST(BaselineStore, SurvivesANewStoreOnTheSameDirectory) {
+TEST(FileBaselineStore, SurvivesANewStoreOnTheSameDirectory) {
   TempDir dir{"ttbase"};
   {
-    BaselineStore store(dir.path());
+    FileBaselineStore store(dir.path());
     ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
   }
-  BaselineStore again(dir.path());
+  FileBaselineStore again(dir.path());
   auto got = again.Get("main");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->info.source(), "session s");
   EXPECT_EQ(got->history.size(), 1u);
 }
 
-TEST(BaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
+TEST(FileBaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
   // Someone replaces the record by hand (or a crash hit between the two writes): the sidecar no
   // longer belongs to it, so its history must not be used.
@@ -239,9 +239,9 @@ TEST(BaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
   EXPECT_GT((*list)[0].created_unix_ns(), 0);
 }
 
-TEST(BaselineStore, UnreadableFilesAreListedAndGetSaysWhy) {
+TEST(FileBaselineStore, UnreadableFilesAreListedAndGetSaysWhy) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("good", MakeRecord("Net", 1), {}, "upload").ok());
   ASSERT_TRUE(WriteFileAtomic(store.dir() + "/broken.json", "{not json").ok());
   ASSERT_TRUE(WriteFileAtomic(store.dir() + "/.hidden.json", "{}").ok());  // Not a name.
@@ -255,8 +255,8 @@ TEST(BaselineStore, UnreadableFilesAreListedAndGetSaysWhy) {
   EXPECT_THAT(s.message(), HasSubstr("broken.json"));
 }
 
-TEST(BaselineStore, WithoutADataDirEveryCallIsFailedPrecondition) {
-  BaselineStore store("");
+TEST(FileBaselineStore, WithoutADataDirEveryCallIsFailedPrecondition) {
+  FileBaselineStore store("");
   EXPECT_EQ(store.Set("main", MakeRecord("Net", 1), {}, "upload").status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kFailedPrecondition);
@@ -265,12 +265,12 @@ TEST(BaselineStore, WithoutADataDirEveryCallIsFailedPrecondition) {
   EXPECT_THAT(store.List().status().message(), HasSubstr("--data-dir"));
 }
 
-TEST(BaselineStore, UnwritableDirectoryIsAnError) {
+TEST(FileBaselineStore, UnwritableDirectoryIsAnError) {
   TempDir dir{"ttbase"};
   // Anyone may look, no one may write. Root ignores that: the check runs unprivileged.
   ASSERT_EQ(chmod(dir.path().c_str(), 0555), 0);
   tracetorch::testing::ExpectAsUnprivileged([&] {
-    BaselineStore store(dir.path());
+    FileBaselineStore store(dir.path());
     const absl::Status s = store.Set("main", MakeRecord("Net", 1), {}, "upload").status();
     return s.code() == absl::StatusCode::kPermissionDenied &&
            absl::StrContains(s.message(), dir.path());
@@ -278,9 +278,9 @@ TEST(BaselineStore, UnwritableDirectoryIsAnError) {
   ASSERT_EQ(chmod(dir.path().c_str(), 0700), 0);
 }
 
-TEST(BaselineStore, TheSidecarIsOneProtobufJsonMessage) {
+TEST(FileBaselineStore, TheSidecarIsOneProtobufJsonMessage) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
+  FileBaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
   ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s-1").ok());
   v1::BaselineSidecar sidecar;
   const std::string text = ReadAll(store.dir() + "/.main.meta.json");
@@ -298,9 +298,9 @@ TEST(BaselineStore, TheSidecarIsOneProtobufJsonMessage) {
   EXPECT_THAT(text, HasSubstr("\"created_unix_ns\""));
 }
 
-TEST(BaselineStore, ReadsSidecarsWrittenByEarlierVersions) {
+TEST(FileBaselineStore, ReadsSidecarsWrittenByEarlierVersions) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   ASSERT_TRUE(std::filesystem::create_directories(store.dir()));
   ASSERT_TRUE(WriteTraceFile(store.dir() + "/main.json", MakeRecord("Net", 2)).ok());
   const std::string print = Fnv1a64(ReadAll(store.dir() + "/main.json"));
@@ -343,9 +343,9 @@ TEST(BaselineStore, ReadsSidecarsWrittenByEarlierVersions) {
   EXPECT_EQ(store.Get("main")->info.source(), "file");
 }
 
-TEST(BaselineStore, ConcurrentSetsAndReadsSeeWholeBaselines) {
+TEST(FileBaselineStore, ConcurrentSetsAndReadsSeeWholeBaselines) {
   TempDir dir{"ttbase"};
-  BaselineStore store(dir.path());
+  FileBaselineStore store(dir.path());
   ASSERT_TRUE(store.Set("main", MakeRecord("Net", 1), MakeHistory(), "upload").ok());
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
