@@ -17,8 +17,8 @@ Replay (needs the model, and the trace's saved activations):
    reported as such).
 2. ops: every op whose inputs are all at hand (saved outputs of its parents, the graph's inputs,
    the model's parameters and buffers) is called again through the dispatcher
-   (``torch.ops.aten.<name>.<overload>``, by the schema's argument names, on clones so that
-   in-place ops write nothing of the trace) and must reproduce its saved output: exactly, or
+   (``torch.ops.aten.<name>.<overload>``, by the schema's argument names; what an in-place op
+   writes is cloned first, so that the replay changes nothing of the trace) and must reproduce its saved output: exactly, or
    within the tolerance (``tolerated``). Random ops (dropout in train mode, rand, bernoulli, ...)
    cannot reproduce their draw: they are listed as ``random``, not compared. Ops that cannot be
    rebuilt (a parent not saved, an argument that does not round-trip through JSON) are counted
@@ -250,12 +250,17 @@ class _Replayer:
             fn = _overload(op["op_name"])
         except (AttributeError, RuntimeError) as e:
             return None, f"no dispatcher op {op['op_name']}: {e}"
+        # Only what the op writes is cloned: the trace's tensors stay as they were.
+        written = {a.name for a in fn._schema.arguments
+                   if a.alias_info is not None and a.alias_info.is_write}
         tensors: Dict[str, List[torch.Tensor]] = {}
         for k, inp in enumerate(op["inputs"]):
             t, why = self.tensor(inp["source"])
             if t is None:
                 return None, why
-            tensors.setdefault(inp["arg"] or f"arg{k}", []).append(t.detach().clone())
+            name = inp["arg"] or f"arg{k}"
+            tensors.setdefault(name, []).append(
+                t.detach().clone() if name in written or not inp["arg"] else t.detach())
         values = {a["name"]: a["value"] for a in op["args"]}
         kwargs: Dict[str, Any] = {}
         for arg in fn._schema.arguments:
