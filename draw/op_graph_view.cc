@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -124,8 +125,11 @@ std::string PassTitle(const OpGraph& g, int32_t pass) { return g.ModuleAddress(p
 
 class ViewBuilder {
  public:
-  ViewBuilder(const OpGraph& g, const Scope& scope, int32_t collapse_depth, bool fold)
-      : g_(g), scope_(scope), depth_(collapse_depth), fold_(fold) {}
+  // `fold`: fold runs of identical blocks at collapse_depth; `open_first`: and draw the first
+  // block of each run open (collapsed one level deeper), the rest of the run folded.
+  ViewBuilder(const OpGraph& g, const Scope& scope, int32_t collapse_depth, bool fold,
+              bool open_first = false)
+      : g_(g), scope_(scope), depth_(collapse_depth), fold_(fold), open_first_(open_first) {}
 
   OpGraphView Build() {
     AddBoundary();
@@ -136,11 +140,17 @@ class ViewBuilder {
   }
 
  private:
-  // The pass of depth depth_ that contains op i's pass, or -1.
+  // The pass of depth depth_ that contains op i's pass, or -1; inside an open pass, the pass
+  // one level deeper.
   int32_t BoxOf(int32_t op) const {
-    int32_t m = g_.ops[op].module_pass;
-    if (depth_ == kNoCollapse || m < 0 || scope_.depth[m] < depth_) return -1;
+    const int32_t own = g_.ops[op].module_pass;
+    if (depth_ == kNoCollapse || own < 0 || scope_.depth[own] < depth_) return -1;
+    int32_t m = own;
     while (scope_.depth[m] > depth_) m = g_.modules[m].parent;
+    if (!open_.contains(m)) return m;
+    if (scope_.depth[own] <= depth_) return -1;  // Run by the open pass itself.
+    m = own;
+    while (scope_.depth[m] > depth_ + 1) m = g_.modules[m].parent;
     return m;
   }
 
@@ -264,10 +274,12 @@ class ViewBuilder {
                FedOnlyBy(g_.modules[passes[end - 1]], g_.modules[passes[end]])) {
           ++end;
         }
-        if (end - k > 1) {
-          for (size_t j = k; j < end; ++j) run_head[passes[j]] = passes[k];
-          run_length_[passes[k]] = static_cast<int32_t>(end - k);
-          run_last_[passes[k]] = passes[end - 1];
+        size_t first = k;
+        if (end - k > 1 && open_first_) open_.insert(passes[first++]);
+        if (end - first > 1) {
+          for (size_t j = first; j < end; ++j) run_head[passes[j]] = passes[first];
+          run_length_[passes[first]] = static_cast<int32_t>(end - first);
+          run_last_[passes[first]] = passes[end - 1];
         }
         k = end;
       }
@@ -353,6 +365,8 @@ class ViewBuilder {
   const Scope& scope_;
   const int32_t depth_;
   const bool fold_;
+  const bool open_first_;
+  absl::flat_hash_set<int32_t> open_;  // Passes of depth depth_ drawn open (open_first_).
   OpGraphView view_;
   std::vector<int32_t> unit_;  // op -> node
   absl::flat_hash_map<int32_t, int32_t> cluster_of_pass_;
@@ -403,7 +417,13 @@ absl::StatusOr<OpGraphView> BuildOpGraphView(const OpGraph& graph, const ViewOpt
   if (fits(view)) return view;
   for (int32_t d = scope.max_depth; d >= 1; --d) {
     view = ViewBuilder(graph, scope, d, true).Build();
-    if (fits(view)) return view;
+    if (!fits(view)) continue;
+    if (view.folded > 0) {
+      // Room left: show what one block of each run does, the rest of the run folded.
+      OpGraphView open = ViewBuilder(graph, scope, d, true, true).Build();
+      if (fits(open)) return open;
+    }
+    return view;
   }
   return view;  // Depth 1 folded, the fewest nodes there are.
 }

@@ -12,8 +12,10 @@
 //          view at or under `max_nodes` nodes (kNone when the whole graph fits), then runs of
 //          consecutive sibling passes of the same type and the same op sequence, each fed only by
 //          the previous one (resnet's layer1.0, layer1.1; a transformer's layers), folded into
-//          one node marked "×N". Ops that no child pass contains (a block's residual add) stay
-//          nodes of their own whenever their pass is open.
+//          one node marked "×N"; when the budget still holds with the first block of each run
+//          drawn open (its children as boxes) and the rest of the run folded, that is drawn. Ops
+//          that no child pass contains (a block's residual add) stay nodes of their own whenever
+//          their pass is open.
 //
 // Thread-compatible: no shared state.
 #ifndef TRACETORCH_DRAW_OP_GRAPH_VIEW_H_

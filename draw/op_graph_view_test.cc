@@ -91,6 +91,25 @@ TEST(OpGraphView, AutoCollapsesAndFoldsIdenticalBlocksWhenOverBudget) {
   EXPECT_EQ(v->nodes.size(), 6u);  // x, conv2d_1_1, the fold, flatten, linear, output
 }
 
+TEST(OpGraphView, AutoDrawsTheFirstFoldedBlockOpenWhenThereIsRoom) {
+  const NetBuilder net;
+  ViewOptions o;
+  o.max_nodes = 10;
+  absl::StatusOr<OpGraphView> v = BuildOpGraphView(net.g, o);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->collapse_depth, 2);
+  // layer1.0 open (its conv1, relu, conv2 as boxes, its residual add itself), layer1.1 a box:
+  // the rest of a run of two is one block, nothing to fold.
+  ASSERT_EQ(v->clusters.size(), 2u);
+  EXPECT_EQ(v->clusters[0].title, "layer1: Sequential");
+  EXPECT_EQ(v->clusters[1].title, "layer1.0: BasicBlock");
+  EXPECT_THAT(Titles(*v), Contains("add_1_5"));
+  EXPECT_THAT(Titles(*v), Contains("layer1.0.relu"));
+  EXPECT_THAT(Titles(*v), Contains("layer1.1"));
+  EXPECT_EQ(Count(*v, ViewNode::Kind::kFolded), 0);
+  EXPECT_EQ(v->nodes.size(), 10u);
+}
+
 TEST(OpGraphView, BlocksFedByAnythingButThePreviousOneDoNotFold) {
   NetBuilder net;
   // layer1.1 reads the stem conv too: folding would hide that edge.
