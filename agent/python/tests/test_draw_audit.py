@@ -183,3 +183,37 @@ def test_a_constant_model_fails_the_perturbation_check(tl):
     report = trace.audit(model)
     assert report.replay.perturbed_changes_output is False
     assert not report.ok
+
+
+class Detached(nn.Module):
+    """Two branches; the second is detached before the sum, so its fc gets no gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(4, 4)
+        self.cut = nn.Linear(4, 4)
+        self.dead = nn.Linear(4, 4)
+        with torch.no_grad():
+            self.dead.weight.zero_()
+            self.dead.bias.fill_(-1.0)  # relu(dead(x)) == 0: no gradient reaches dead.*
+
+    def forward(self, x):
+        return self.used(x) + self.cut(x).detach() + torch.relu(self.dead(x))
+
+
+def test_gradient_flow_names_the_detached_branch_and_the_dead_unit(tl):
+    torch.manual_seed(0)
+    model = Detached()
+    model.used.weight.grad = torch.full_like(model.used.weight, 7.0)  # the user's, put back
+    trace = tl.trace(model, torch.rand(2, 4))
+    report = trace.audit(model, loss_fn=lambda out: out.sum())
+    g = report.gradients
+    assert g["parameters"] == 6
+    assert g["problems"] == {"cut.weight": "none", "cut.bias": "none", "dead.weight": "zero",
+                             "dead.bias": "zero"}
+    assert g["per_module"] == {"cut": ["cut.weight", "cut.bias"],
+                               "dead": ["dead.weight", "dead.bias"]}
+    assert torch.equal(model.used.weight.grad, torch.full_like(model.used.weight, 7.0))
+    assert not report.ok
+    assert "cut.weight (none)" in str(report)
+    assert json.loads(report.to_json())["gradients"]["problems"]["dead.bias"] == "zero"

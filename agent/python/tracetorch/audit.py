@@ -26,6 +26,11 @@ Replay (needs the model, and the trace's saved activations):
 3. perturbation: the model run on slightly changed inputs must not return the same output, so
    that check 1 cannot pass vacuously.
 
+Gradient flow (needs the model and ``loss_fn``, output -> scalar loss): the traced call is run
+again with grad and the loss backpropagated; parameters with no gradient (a detached branch, an
+unused module), an all-zero, a non-finite or a vanishing one are listed per module. The capture
+itself records no backward; this is the backward of the same call.
+
 The RNG check covers the CPU generator only (a model that draws on CUDA is reported as it
 compares). Not thread-safe: the replay sets and restores the global RNG state.
 """
@@ -33,7 +38,7 @@ compares). Not thread-safe: the replay sets and restores the global RNG state.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -83,7 +88,8 @@ class AuditReport:
     """The report ``trace.audit()`` returns; prints as a short table, ``to_json()`` for tools."""
 
     def __init__(self, graph: Dict[str, Any], dead: List[Dict[str, Any]],
-                 replay: Optional[ReplayReport]):
+                 replay: Optional[ReplayReport],
+                 gradients: Optional[Dict[str, Any]] = None):
         self.model_name: str = graph["model_name"]
         self.ops: int = graph["ops"]
         self.nan_origin: Optional[Dict[str, Any]] = graph["nan_origin"]
@@ -91,16 +97,19 @@ class AuditReport:
         self.nonfinite_ops: int = graph["nonfinite_ops"]
         self.dead = dead
         self.replay = replay
+        self.gradients = gradients  # With loss_fn: the gradient flow (see _gradient_flow).
 
     @property
     def ok(self) -> bool:
         return (self.nan_origin is None and self.nan_input is None and not self.dead
-                and (self.replay is None or self.replay.ok))
+                and (self.replay is None or self.replay.ok)
+                and (self.gradients is None or not self.gradients["problems"]))
 
     def to_dict(self) -> Dict[str, Any]:
         return {"model_name": self.model_name, "ops": self.ops, "nan_origin": self.nan_origin,
                 "nan_input": self.nan_input, "nonfinite_ops": self.nonfinite_ops,
                 "dead": self.dead, "replay": None if self.replay is None else self.replay.to_dict(),
+                "gradients": self.gradients,
                 "ok": self.ok}
 
     def to_json(self, indent: Optional[int] = 1) -> str:
@@ -122,6 +131,13 @@ class AuditReport:
             after = "" if d["after"] == d["label"] else f"  (after {d['after']})"
             lines.append(f"    {d['label']} in {d['module'] or '-'}  "
                          f"{100 * d['zero_fraction']:5.1f}% zero{after}")
+        g = self.gradients
+        if g is not None:
+            lines.append(f"  gradient flow      {g['parameters']} parameters, "
+                         f"{len(g['problems'])} without a healthy gradient")
+            for module, names in g["per_module"].items():
+                lines.append(f"    {module or '<root>'}: " + ", ".join(
+                    f"{n} ({g['problems'][n]})" for n in names))
         r = self.replay
         if r is None:
             lines.append("  replay             not run (trace.audit(model) replays)")
@@ -331,9 +347,50 @@ def _dead_from_tensors(trace: Any, graph_dead: List[Dict[str, Any]],
     return [found[i] for i in sorted(found)]
 
 
+def _gradient_flow(model: torch.nn.Module, trace: Any, loss_fn: Callable[[Any], torch.Tensor],
+                   vanishing: float) -> Dict[str, Any]:
+    """Runs the traced call again with grad (same inputs, same RNG state), ``loss_fn(output)``
+    backward, and names every parameter whose gradient is missing ("none": detached or unused),
+    all zero ("zero"), non-finite ("nan") or below ``vanishing`` in max-abs ("vanishing"),
+    grouped by module. The model's own .grad values are put back afterwards."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    kept = [p.grad for _, p in params]
+    for _, p in params:
+        p.grad = None
+    saved_rng = torch.get_rng_state()
+    try:
+        if trace._rng_state is not None:
+            torch.set_rng_state(trace._rng_state)
+        with torch.enable_grad():
+            loss = loss_fn(model(*trace._call[0], **trace._call[1]))
+            loss.backward()
+        problems: Dict[str, str] = {}
+        for name, p in params:
+            if p.grad is None:
+                problems[name] = "none"
+            elif not torch.isfinite(p.grad).all():
+                problems[name] = "nan"
+            elif not p.grad.any():
+                problems[name] = "zero"
+            elif p.grad.abs().max().item() < vanishing:
+                problems[name] = "vanishing"
+    finally:
+        torch.set_rng_state(saved_rng)
+        for (_, p), g in zip(params, kept):
+            p.grad = g
+    per_module: Dict[str, List[str]] = {}
+    for name in problems:
+        per_module.setdefault(name.rpartition(".")[0], []).append(name)
+    return {"parameters": len(params), "problems": problems, "per_module": per_module,
+            "vanishing": vanishing}
+
+
 def audit(trace: Any, model: Optional[torch.nn.Module] = None, dead_threshold: float = 0.99,
-          rtol: float = 1e-5, atol: float = 1e-6) -> AuditReport:
-    """The report of ``trace`` (an OpTrace); with ``model`` the replay checks too."""
+          rtol: float = 1e-5, atol: float = 1e-6,
+          loss_fn: Optional[Callable[[Any], torch.Tensor]] = None,
+          vanishing: float = 1e-10) -> AuditReport:
+    """The report of ``trace`` (an OpTrace); with ``model`` the replay checks too, and with
+    ``loss_fn`` (output -> scalar loss) the gradient flow of the traced call."""
     import time
 
     graph = json.loads(_C._audit_op_graph(trace._graph))
@@ -355,4 +412,7 @@ def audit(trace: Any, model: Optional[torch.nn.Module] = None, dead_threshold: f
                 _flat(moved, []), _flat(trace.output, []), 0.0, 0.0) is not True
         _Replayer(trace, model, rtol, atol).run(replay)
         replay.seconds = time.perf_counter() - start
-    return AuditReport(graph, dead, replay)
+    gradients = None
+    if model is not None and loss_fn is not None and getattr(trace, "_call", None) is not None:
+        gradients = _gradient_flow(model, trace, loss_fn, vanishing)
+    return AuditReport(graph, dead, replay, gradients)

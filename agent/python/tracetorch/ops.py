@@ -417,14 +417,17 @@ class OpTrace:
         return data.decode("utf-8") if file_format in ("svg", "dot") else data
 
     def audit(self, model: Optional[torch.nn.Module] = None, dead_threshold: float = 0.99,
-              rtol: float = 1e-5, atol: float = 1e-6) -> Any:
+              rtol: float = 1e-5, atol: float = 1e-6,
+              loss_fn: Optional[Callable[[Any], torch.Tensor]] = None) -> Any:
         """The health report (tracetorch.audit.AuditReport): non-finite origin, dead
         activations; with ``model`` (the one traced) the replay: the output again from the same
         inputs and RNG state, every op with saved inputs re-run through the dispatcher, and a
-        perturbed input that must change the output."""
+        perturbed input that must change the output; with ``loss_fn`` (output -> scalar) the
+        gradient flow: parameters with no, zero, NaN or vanishing gradients, per module."""
         from tracetorch.audit import audit as _audit
 
-        return _audit(self, model, dead_threshold=dead_threshold, rtol=rtol, atol=atol)
+        return _audit(self, model, dead_threshold=dead_threshold, rtol=rtol, atol=atol,
+                      loss_fn=loss_fn)
 
     def save_activations(self, path: str) -> None:
         """torch.save of a dict label -> saved output (a tuple for several outputs)."""
