@@ -15,9 +15,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "cli/audit_command.h"
 #include "cli/command_io.h"
 #include "cli/daemon_commands.h"
 #include "cli/filter.h"
+#include "cli/graph_command.h"
 #include "cli/live_view.h"
 #include "cli/ops_command.h"
 #include "cli/render.h"
@@ -393,6 +395,8 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   BaselineArgs baseline_args;
   baseline_args.AddTo(&app);
   OpsCommand ops_command(&app);
+  GraphCommand graph_command(&app);
+  AuditCommand audit_command(&app);
 
   SessionsRequest sessions_args;
   CLI::App* sessions =
@@ -437,6 +441,8 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
                                    : RunDiff(diff_args, style, env);
   }
   if (ops_command.parsed()) return ops_command.Run(style, env);
+  if (graph_command.parsed()) return graph_command.Run(env);
+  if (audit_command.parsed()) return audit_command.Run(env);
   if (watch->parsed()) return RunWatch(watch_args, style, env, daemon);
   const bool for_daemon =
       baseline_args.baseline->parsed() || sessions->parsed() || snapshot->parsed();

@@ -56,6 +56,7 @@ absl::StatusOr<OpGraph> ParseOpGraphJson(std::string_view text);
 
 // The file at `path`: NotFound / PermissionDenied when it cannot be read, else as above.
 absl::StatusOr<OpGraph> ReadOpGraphFile(const std::string& path);
+
 // Writes the document atomically (trace/atomic_file.h).
 absl::Status WriteOpGraphFile(const std::string& path, const OpGraph& graph, int indent = 1);
 

@@ -7,6 +7,7 @@
 #ifdef TRACETORCH_WITH_CLI
 #include "agent/python/bind_cli.h"
 #endif
+#include "agent/python/bind_draw.h"
 #include "agent/python/bind_ops.h"
 #include "agent/python/bind_record.h"
 #include "agent/python/bind_session.h"
@@ -20,4 +21,5 @@ PYBIND11_MODULE(_C, m) {
   tracetorch::python::BindCli(m);
 #endif
   tracetorch::python::BindOps(m);
+  tracetorch::python::BindDraw(m);
 }

@@ -315,7 +315,8 @@ class OpTrace:
     ``ops`` in execution order; ``trace[address_or_label]``; ``output`` (what the model returned;
     None for a loaded trace); ``nan_origin`` (an Op or None); ``modules`` (the passes, in the order they began); ``inputs`` (name
     -> tensor, for a captured trace); ``select(selector)``; ``summary()``; ``export(path)``;
-    ``save_activations(path)``.
+    ``save_activations(path)``; ``draw(...)`` (a Graphviz picture); ``audit(model=None)`` (a
+    health report and, with the model, a replay: tracetorch/audit.py).
     """
 
     def __init__(self, graph: Any, saved: Dict[int, List[Optional[torch.Tensor]]], output: Any,
@@ -333,6 +334,9 @@ class OpTrace:
         self._ops = [Op(self, i, d) for i, d in enumerate(self._doc["ops"])]
         self._by_label = {op.label: op for op in self._ops}
         self._passes = [ModulePass(self, i, d) for i, d in enumerate(self._modules)]
+        # Set by trace() for the replay: the call's (args, kwargs) and the CPU RNG state before.
+        self._call: Optional[Tuple[tuple, dict]] = None
+        self._rng_state: Optional[torch.Tensor] = None
 
     # -- lookups
     @property
@@ -402,6 +406,37 @@ class OpTrace:
     def export(self, path: str) -> None:
         """Writes the graph (no tensors) as versioned JSON (trace/op_graph_json.h)."""
         self._graph.write(str(path))
+
+    def draw(self, path: Optional[str] = None, collapse: str = "auto",
+             module: Optional[str] = None, file_format: str = "svg",
+             direction: str = "TB") -> Union[str, bytes]:
+        """A picture of the graph, laid out by Graphviz's libraries (draw/op_graph_dot.h).
+
+        ``collapse``: "none" (every op, modules as nested clusters), "max" (each top-level module
+        one box) or "auto" (at most ~80 nodes, repeated identical blocks folded "xN").
+        ``module``: draw only that module pass ("layer2", "block:2") with its inputs and outputs
+        as the boundary. ``file_format``: "svg", "png", "pdf" or "dot" (the graph before
+        layout). ``direction``: "TB" or "LR". Returns the picture (str for svg and dot, bytes for
+        png and pdf) and writes it to ``path`` when given. The same code as ``tracetorch graph``.
+        Raises ValueError for an unknown option or module, OSError when ``path`` cannot be
+        written.
+        """
+        data = _C._draw_op_graph(self._graph, collapse, module or "", file_format, direction,
+                                 None if path is None else str(path))
+        return data.decode("utf-8") if file_format in ("svg", "dot") else data
+
+    def audit(self, model: Optional[torch.nn.Module] = None, dead_threshold: float = 0.99,
+              rtol: float = 1e-5, atol: float = 1e-6,
+              loss_fn: Optional[Callable[[Any], torch.Tensor]] = None) -> Any:
+        """The health report (tracetorch.audit.AuditReport): non-finite origin, dead
+        activations; with ``model`` (the one traced) the replay: the output again from the same
+        inputs and RNG state, every op with saved inputs re-run through the dispatcher, and a
+        perturbed input that must change the output; with ``loss_fn`` (output -> scalar) the
+        gradient flow: parameters with no, zero, NaN or vanishing gradients, per module."""
+        from tracetorch.audit import audit as _audit
+
+        return _audit(self, model, dead_threshold=dead_threshold, rtol=rtol, atol=atol,
+                      loss_fn=loss_fn)
 
     def save_activations(self, path: str) -> None:
         """torch.save of a dict label -> saved output (a tuple for several outputs)."""
@@ -518,6 +553,7 @@ def trace(model: torch.nn.Module, *args: Any, save: Any = _ALL,
     if not scripted:
         for path, mod in model.named_modules():
             handles.extend(_hook(recorder, path, mod))
+    rng_state = torch.get_rng_state()
     recorder.start()
     try:
         if scripted:  # The interpreter's module hierarchy gives the passes inside the root.
@@ -536,7 +572,10 @@ def trace(model: torch.nn.Module, *args: Any, save: Any = _ALL,
     if recorder.hook_errors:
         warnings.warn(f"tracetorch: {recorder.hook_errors} op capture error(s), the trace may miss "
                       f"ops; the first: {recorder.first_error}", RuntimeWarning, stacklevel=2)
-    return OpTrace(recorder.graph(), dict(recorder.saved_all()), output, inputs)
+    result = OpTrace(recorder.graph(), dict(recorder.saved_all()), output, inputs)
+    result._call = (args, kwargs)  # For the replay (trace.audit): the same call, the same RNG.
+    result._rng_state = rng_state
+    return result
 
 
 def _hook(recorder: Any, path: str, mod: torch.nn.Module) -> list:
