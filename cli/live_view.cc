@@ -314,12 +314,18 @@ std::string RenderLiveBody(const TraceRecord& record, const LayerHistoryMap* his
   // them. The NaN origin leads (it names where the first non-finite value appeared: where a
   // person starts looking), then the table in LiveAnomalyOrder.
   if (const std::optional<NanOrigin>& origin = record.metadata.nan_origin; origin.has_value()) {
-    absl::StrAppend(&out,
-                    Paint(absl::StrCat(GlyphString(style, "✗ ", "!! "), "NaN origin: ",
-                                       Sanitize(origin->layer), " at step ", origin->step,
-                                       " (first ", origin->is_nan ? "NaN" : "Inf", ")"),
-                          Color::kRed, style),
-                    "\n");
+    absl::StrAppend(
+        &out,
+        Paint(
+            absl::StrCat(GlyphString(style, "✗ ", "!! "), "NaN origin: ", Sanitize(origin->layer),
+                         " at step ", origin->step, " (first ", origin->is_nan ? "NaN" : "Inf", ")",
+                         // The op, once TraceSession(ops="on_nan") has named it.
+                         origin->op.empty() ? ""
+                                            : absl::StrCat(", op ", Sanitize(origin->op), " (",
+                                                           Sanitize(origin->op_func), ") in ",
+                                                           Sanitize(origin->op_module))),
+            Color::kRed, style),
+        "\n");
   }
   TraceRecord ordered;
   ordered.metadata.nan_origin = record.metadata.nan_origin;

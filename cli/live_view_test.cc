@@ -179,6 +179,14 @@ TEST(RenderLiveBody, NanOriginLeadsTheAnomalies) {
   EXPECT_LT(nan_row, dead_row);
   EXPECT_THAT(LineWith(body, "b (Linear)"), HasSubstr("NaN out"));
   EXPECT_THAT(LineWith(body, "b (Linear)"), HasSubstr("[critical]"));
+  EXPECT_THAT(body, Not(HasSubstr(", op ")));  // No op named yet.
+
+  // TraceSession(ops="on_nan") named the op where it entered: the live view says it too.
+  record.metadata.nan_origin->op = "log_1_7";
+  record.metadata.nan_origin->op_func = "log";
+  record.metadata.nan_origin->op_module = "layer1.0";
+  EXPECT_THAT(RenderLiveBody(record, nullptr, LiveViewOptions{}),
+              HasSubstr("!! NaN origin: b at step 7 (first NaN), op log_1_7 (log) in layer1.0"));
 }
 
 TEST(RenderLiveBody, FiltersApply) {
