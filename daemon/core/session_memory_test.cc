@@ -16,12 +16,26 @@
 namespace tracetorch::daemon {
 namespace {
 
+// Under AddressSanitizer malloc is ASan's, which glibc's mallinfo2 does not see: the measurement
+// runs in the GCC job (tools/test), the sanitizers still check this code's memory safety.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRACETORCH_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TRACETORCH_UNDER_ASAN 1
+#endif
+
 size_t HeapInUse() {
   const struct mallinfo2 m = mallinfo2();
   return m.uordblks + m.hblkhd;
 }
 
 TEST(SessionMemory, ManySessionsStayUnderTheStatedBound) {
+#ifdef TRACETORCH_UNDER_ASAN
+  GTEST_SKIP() << "mallinfo2 does not see ASan's allocator; measured in the GCC job";
+#endif
   constexpr int kSessions = 200;
   constexpr int kLayers = 16;
   constexpr int kSteps = 300;  // Past the 256-point history: every history thinned once.
