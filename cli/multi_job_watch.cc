@@ -16,22 +16,6 @@
 #include "service_client/service_client.h"
 
 namespace tracetorch::cli {
-namespace {
-
-bool IsFatal(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kUnauthenticated:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kUnimplemented:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 std::vector<std::string> SplitRemoteAddresses(std::string_view value) {
   std::vector<std::string> out;
   for (absl::string_view part :
@@ -168,7 +152,7 @@ void MultiJobWatcher::Follow(size_t daemon) {
       if (stopping_) return;
     }
     if (ended) return;
-    if (IsFatal(finish.code())) {
+    if (IsFatalWatchError(finish.code())) {
       SetLink(daemon, Link::kFailed, std::string(finish.message()), finish.code());
       return;
     }

@@ -17,9 +17,8 @@
 #include "service_client/service_client.h"
 
 namespace tracetorch::cli {
-namespace {
 
-bool IsFatal(absl::StatusCode code) {
+bool IsFatalWatchError(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kUnauthenticated:
     case absl::StatusCode::kPermissionDenied:
@@ -30,8 +29,6 @@ bool IsFatal(absl::StatusCode code) {
       return false;
   }
 }
-
-}  // namespace
 
 SessionSummary SummaryFromProto(const v1::SessionInfo& info) {
   SessionSummary s;
@@ -260,7 +257,7 @@ RemoteWatcher::StreamEnd RemoteWatcher::Follow(service_client::WatchStream* stre
   }
   if (ended_) return StreamEnd::kEnded;
   if (interrupted) return StreamEnd::kInterrupted;
-  if (IsFatal(finish.code())) {
+  if (IsFatalWatchError(finish.code())) {
     *status = finish;
     return StreamEnd::kFatal;
   }

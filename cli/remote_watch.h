@@ -96,6 +96,10 @@ struct RemoteWatchOptions {
 
 // Converts what the daemon sends into the renderer's data (live_view.h).
 SessionSummary SummaryFromProto(const v1::SessionInfo& info);
+
+// True for a Watch stream's end that retrying cannot mend (bad credentials or request, a daemon
+// without the call): the watch ends with it. Other ends (UNAVAILABLE, ...) are resubscribed.
+bool IsFatalWatchError(absl::StatusCode code);
 LayerHistoryMap HistoryFromProto(const google::protobuf::RepeatedPtrField<v1::LayerHistory>& h);
 
 class RemoteWatcher {
