@@ -12,6 +12,7 @@
 #include "cli/remote_watch.h"
 #include "guest/backoff.h"
 #include "protocol/address.h"
+#include "protocol/job_divergence.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
 
@@ -58,31 +59,12 @@ v1::JobSnapshot MergeJobParts(std::string_view job_id, const std::vector<DaemonJ
   v1::JobSnapshot job;
   job.set_job_id(std::string(job_id));
   if (rank_daemons != nullptr) rank_daemons->clear();
-  std::vector<TraceRecord> records;
-  records.reserve(chosen.size());
   for (const Pick& pick : chosen) {
     *job.add_ranks() = *pick.snapshot;
-    records.push_back(FromProto(pick.snapshot->record()));
     if (rank_daemons != nullptr) rank_daemons->push_back(*pick.address);
   }
-  // As the daemon labels its ranks (daemon/core/job.cc), so that findings read the same.
-  std::vector<RankTrace> ranks;
-  for (size_t i = 0; i < chosen.size(); ++i) {
-    const v1::SessionInfo& info = chosen[i].snapshot->session();
-    RankTrace r;
-    r.record = &records[i];
-    if (info.identity().has_rank()) {
-      r.rank = info.identity().rank();
-      r.label = absl::StrCat("rank ", r.rank);
-    } else {
-      r.rank = -1;
-      r.label = absl::StrCat("session ", info.session_id());
-    }
-    ranks.push_back(std::move(r));
-  }
-  for (const Anomaly& a : DetectRankDivergence(ranks, thresholds)) {
-    ToProto(a, job.add_divergences());
-  }
+  // As the daemon's own job view (daemon/core/job.cc) computes it, so that findings read the same.
+  protocol::AddRankDivergences(thresholds, &job);
   return job;
 }
 
