@@ -18,10 +18,14 @@ namespace {
 
 using tracer_internal::kMinNodePrune;
 using tracer_internal::Ms;
-using tracer_internal::SetMemoryDelta;
 
 constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak guard).
 constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
+
+// A CallId: generation << 32 | kHasLayerBit (a declared layer: EndCall describes the outputs
+// before it takes the lock) | slot + 1.
+constexpr uint32_t kHasLayerBit = 1u << 31;
+constexpr uint32_t kSlotMask = kHasLayerBit - 1;
 
 bool HasNonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
 
@@ -58,6 +62,7 @@ Tracer::Tracer(TracerOptions options, TraceMetadata metadata)
     : options_(std::move(options)),
       stats_mode_(options_.capture_stats ? StatsMode::kFull : StatsMode::kNonFiniteOnly),
       aggregator_(std::move(metadata)),
+      stats_cache_(kMaxCacheEntries),
       prune_nodes_at_(kMinNodePrune) {}
 
 Tracer::~Tracer() {
@@ -123,17 +128,19 @@ absl::Status Tracer::Start() {
   ++epoch_;
   steps_ = 0;
   errors_.Reset();
-  tensor_reductions_ = 0;
+  tensor_reductions_.store(0, std::memory_order_relaxed);
   nan_origin_.reset();
   origin_candidate_.reset();
-  stats_cache_.clear();
+  stats_cache_.Clear();
   calls_.clear();
   free_calls_.clear();
   pending_.Clear();
   results_abandoned_.store(0, std::memory_order_relaxed);
   results_deferred_ = 0;
   active_calls_ = 0;
+  open_calls_.store(0, std::memory_order_relaxed);
   active_ = true;
+  recording_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -147,10 +154,13 @@ void Tracer::Stop() {
     errors_.Record("results_abandoned",
                    absl::StrCat(abandoned, " samples still on the device when Stop() gave up"));
   }
-  absl::MutexLock lock(&mu_);
-  active_ = false;
-  DetachHooks();
-  stats_cache_.clear();
+  {
+    absl::MutexLock lock(&mu_);
+    active_ = false;
+    recording_.store(false, std::memory_order_release);
+    DetachHooks();
+  }
+  stats_cache_.Clear();
 }
 
 bool Tracer::active() const {
@@ -169,9 +179,7 @@ void Tracer::SetMetadata(TraceMetadata metadata) {
 int64_t Tracer::hook_errors() const { return ForkedChild() ? 0 : errors_.count(); }
 
 int64_t Tracer::tensor_reductions() const {
-  if (ForkedChild()) return 0;
-  absl::MutexLock lock(&mu_);
-  return tensor_reductions_;
+  return ForkedChild() ? 0 : tensor_reductions_.load(std::memory_order_relaxed);
 }
 
 int64_t Tracer::steps() const {
@@ -196,55 +204,24 @@ TensorInfo Tracer::Describe(const at::Tensor& t) {
   info.shape.assign(sizes.begin(), sizes.end());
   info.dtype = std::string(DtypeName(t.scalar_type()));
   info.device = t.device().is_cpu() ? std::string("cpu") : t.device().str();
-
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  // Inference tensors have no version counter: an in-place change would go unnoticed, so they are
-  // reduced every time.
-  const bool cacheable =
-      !t.is_inference() && impl->version_counter().enabled() && t.layout() == c10::kStrided;
-  CacheEntry* entry = nullptr;
-  if (cacheable) {
-    auto it = stats_cache_.find(impl);
-    if (it != stats_cache_.end()) {
-      CacheEntry& e = it->second;
-      const auto strides = t.strides();
-      if (e.version == impl->version_counter().current_version() &&
-          e.storage_offset == t.storage_offset() && e.data == t.data_ptr() &&
-          std::equal(e.sizes.begin(), e.sizes.end(), sizes.begin(), sizes.end()) &&
-          std::equal(e.strides.begin(), e.strides.end(), strides.begin(), strides.end())) {
-        Attach(e.stats, stats_mode_, &info);
-        return info;
-      }
-      entry = &e;
-    }
+  if (std::optional<TensorStats> hit = stats_cache_.Find(t)) {
+    Attach(*hit, stats_mode_, &info);
+    return info;
   }
+  if (options_.before_reduce) options_.before_reduce(t);
   absl::StatusOr<TensorStats> stats = ComputeTensorStats(t, stats_mode_);
-  ++tensor_reductions_;
+  tensor_reductions_.fetch_add(1, std::memory_order_relaxed);
   if (!stats.ok()) {
     errors_.Record("tensor_stats", stats.status().ToString());
     return info;
   }
   Attach(*stats, stats_mode_, &info);
-  if (cacheable) {
-    if (entry == nullptr) {
-      if (stats_cache_.size() >= kMaxCacheEntries) stats_cache_.clear();
-      entry = &stats_cache_[impl];
-      entry->pin =
-          c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(t.getIntrusivePtr());
-    }
-    entry->version = impl->version_counter().current_version();
-    entry->storage_offset = t.storage_offset();
-    entry->data = t.data_ptr();
-    entry->sizes.assign(sizes.begin(), sizes.end());
-    const auto strides = t.strides();
-    entry->strides.assign(strides.begin(), strides.end());
-    entry->stats = *stats;
-  }
+  stats_cache_.Insert(t, *std::move(stats));
   return info;
 }
 
 Tracer::CallState* Tracer::FindCall(CallId id) {
-  const uint32_t slot = static_cast<uint32_t>(id & 0xffffffff) - 1;
+  const uint32_t slot = (static_cast<uint32_t>(id & 0xffffffff) & kSlotMask) - 1;
   const uint32_t generation = static_cast<uint32_t>(static_cast<uint64_t>(id) >> 32);
   if (slot >= calls_.size()) return nullptr;
   CallState& c = calls_[slot];
@@ -259,8 +236,9 @@ void Tracer::ReleaseCall(CallId id) {
   c->input_node.reset();
   c->inputs.clear();
   c->timer.reset();
-  free_calls_.push_back(static_cast<uint32_t>(id & 0xffffffff) - 1);
+  free_calls_.push_back((static_cast<uint32_t>(id & 0xffffffff) & kSlotMask) - 1);
   if (active_calls_ > 0) --active_calls_;
+  open_calls_.store(active_calls_, std::memory_order_relaxed);
 }
 
 void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) {
@@ -276,6 +254,14 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   if (ForkedChild()) return kNoCall;
   // A new step collects what the device has finished since (lock-free when nothing is pending).
   if (is_root && pending_.in_flight() > 0) CollectPending(pending_.TakeCompleted());
+  if (!recording_.load(std::memory_order_acquire)) return kNoCall;
+  // The inputs are reduced before the lock. The first call while none is open starts a forward:
+  // what was cached for the previous one is forgotten first.
+  if (open_calls_.load(std::memory_order_relaxed) == 0) stats_cache_.Clear();
+  InputScan scan;
+  if (!guest::GuardHook(errors_, "begin_call", [&] { scan = ScanInputs(layer, inputs); })) {
+    return kNoCall;
+  }
   absl::MutexLock lock(&mu_);
   if (!active_) return kNoCall;
   if (layer != kNoLayer && (layer < 0 || static_cast<size_t>(layer) >= layer_names_.size())) {
@@ -286,7 +272,7 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   const bool ok = guest::GuardHook(errors_, "begin_call", [&] {
     mu_.AssertHeld();
     id = OpenCall(layer, is_root);
-    if (id != kNoCall) RecordInputs(*FindCall(id), inputs);
+    if (id != kNoCall) RecordInputs(*FindCall(id), std::move(scan));
   });
   if (ok) return id;
   ReleaseCall(id);  // A half-made call is not left open (a no-op for kNoCall).
@@ -294,7 +280,6 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
 }
 
 Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
-  if (active_calls_ == 0) stats_cache_.clear();  // A new forward.
   uint32_t slot;
   if (!free_calls_.empty()) {
     slot = free_calls_.back();
@@ -327,20 +312,52 @@ Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
     c.step = std::max<int64_t>(steps_ - 1, 0);
   }
   ++active_calls_;
-  return (static_cast<int64_t>(c.generation) << 32) | (slot + 1);
+  open_calls_.store(active_calls_, std::memory_order_relaxed);
+  const uint32_t low = (slot + 1) | (layer != kNoLayer ? kHasLayerBit : 0u);
+  return static_cast<int64_t>((static_cast<uint64_t>(c.generation) << 32) | low);
 }
 
-void Tracer::RecordInputs(CallState& c, absl::Span<const at::Tensor> inputs) {
-  const LayerId layer = c.layer;
+Tracer::InputScan Tracer::ScanInputs(LayerId layer, absl::Span<const at::Tensor> inputs) {
+  InputScan scan;
   for (const at::Tensor& t : inputs) {
     if (!t.defined()) continue;
     TensorInfo info = Describe(t);
     if (HasNonFinite(info)) {
-      c.inputs_finite = false;
-      c.inputs_have_nan = c.inputs_have_nan || NanCount(info) > 0;
+      scan.finite = false;
+      scan.have_nan = scan.have_nan || NanCount(info) > 0;
     }
-    if (layer != kNoLayer) c.inputs.push_back(std::move(info));
+    if (layer != kNoLayer) scan.infos.push_back(std::move(info));
   }
+  if (layer == kNoLayer) return scan;
+  if (c10::GradMode::is_enabled()) {
+    for (const at::Tensor& t : inputs) {
+      if (!t.defined() || !t.requires_grad()) continue;
+      torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(t);
+      if (edge.function) {
+        scan.input_node = std::move(edge.function);
+        scan.input_nr = edge.input_nr;
+      }
+      break;
+    }
+  }
+  for (const at::Tensor& t : inputs) {
+    if (t.defined() && t.is_cuda()) {
+      scan.cuda_device = t.device();
+      break;
+    }
+  }
+  if (scan.cuda_device) {
+    scan.mem_before = SampleDeviceMemory(*scan.cuda_device);
+    scan.timer = DeviceTimer::Start(*scan.cuda_device);
+  }
+  return scan;
+}
+
+void Tracer::RecordInputs(CallState& c, InputScan scan) {
+  const LayerId layer = c.layer;
+  c.inputs = std::move(scan.infos);
+  c.inputs_finite = scan.finite;
+  c.inputs_have_nan = scan.have_nan;
   if (!c.inputs_finite) {
     if (c.is_root) {
       MaybeSetOrigin(NanOrigin::kModelInput, c.step, c.inputs_have_nan);
@@ -348,30 +365,30 @@ void Tracer::RecordInputs(CallState& c, absl::Span<const at::Tensor> inputs) {
       origin_candidate_ = NanOrigin{layer_names_[layer], c.step, c.inputs_have_nan};
     }
   }
-  if (layer != kNoLayer && c10::GradMode::is_enabled()) {
-    for (const at::Tensor& t : inputs) {
-      if (!t.defined() || !t.requires_grad()) continue;
-      torch::autograd::Edge edge = torch::autograd::impl::gradient_edge(t);
-      if (edge.function) {
-        c.input_node = std::move(edge.function);
-        c.input_nr = edge.input_nr;
-      }
-      break;
-    }
-  }
-  if (layer != kNoLayer) {
-    for (const at::Tensor& t : inputs) {
-      if (t.defined() && t.is_cuda()) {
-        c.cuda_device = t.device();
-        break;
-      }
-    }
-    if (c.cuda_device) {
-      c.mem_before = SampleDeviceMemory(*c.cuda_device);
-      c.timer = DeviceTimer::Start(*c.cuda_device);
-    }
-  }
+  c.input_node = std::move(scan.input_node);
+  c.input_nr = scan.input_nr;
+  c.cuda_device = scan.cuda_device;
+  c.mem_before = scan.mem_before;
+  c.timer = std::move(scan.timer);
   c.start = Clock::now();
+}
+
+Tracer::OutputScan Tracer::ScanOutputs(absl::Span<const at::Tensor> outputs) {
+  OutputScan scan;
+  scan.infos.reserve(outputs.size());
+  for (const at::Tensor& t : outputs) {
+    if (!t.defined()) continue;
+    TensorInfo info = Describe(t);
+    if (HasNonFinite(info)) {
+      scan.finite = false;
+      scan.have_nan = scan.have_nan || NanCount(info) > 0;
+    }
+    scan.infos.push_back(std::move(info));
+    if (scan.grad_output == nullptr && t.requires_grad() && t.grad_fn()) scan.grad_output = &t;
+    if (!scan.cuda_device && t.is_cuda()) scan.cuda_device = t.device();
+  }
+  if (scan.cuda_device) scan.mem_after = SampleDeviceMemory(*scan.cuda_device);
+  return scan;
 }
 
 void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs) {
@@ -380,40 +397,41 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs) {
 
 void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::time_point end) {
   if (id == kNoCall || ForkedChild()) return;
+  // A declared layer's outputs are reduced before the lock (a root call's are not recorded).
+  OutputScan scan;
+  bool scanned = true;
+  if ((static_cast<uint32_t>(id & 0xffffffff) & kHasLayerBit) != 0 &&
+      recording_.load(std::memory_order_acquire)) {
+    scanned = guest::GuardHook(errors_, "end_call", [&] { scan = ScanOutputs(outputs); });
+  }
   absl::MutexLock lock(&mu_);
   CallState* c = FindCall(id);
   if (c == nullptr) return;
-  guest::GuardHook(errors_, "end_call", [&] {
-    mu_.AssertHeld();
-    CloseCall(*c, outputs, end);
-  });
+  if (scanned) {
+    guest::GuardHook(errors_, "end_call", [&] {
+      mu_.AssertHeld();
+      CloseCall(*c, std::move(scan), end);
+    });
+  }
   ReleaseCall(id);
 }
 
-void Tracer::CloseCall(CallState& c, absl::Span<const at::Tensor> outputs, Clock::time_point end) {
+void Tracer::CloseCall(CallState& c, OutputScan scan, Clock::time_point end) {
   if (active_ && c.layer != kNoLayer) {
     ForwardSample sample;
     sample.latency_ms = Ms(end - c.start);
     sample.inputs = std::move(c.inputs);
-    sample.outputs.reserve(outputs.size());
-    bool outputs_finite = true;
-    bool outputs_have_nan = false;
-    const at::Tensor* grad_output = nullptr;
-    for (const at::Tensor& t : outputs) {
-      if (!t.defined()) continue;
-      TensorInfo info = Describe(t);
-      if (HasNonFinite(info)) {
-        outputs_finite = false;
-        outputs_have_nan = outputs_have_nan || NanCount(info) > 0;
-      }
-      sample.outputs.push_back(std::move(info));
-      if (grad_output == nullptr && t.requires_grad() && t.grad_fn()) grad_output = &t;
+    sample.outputs = std::move(scan.infos);
+    if (c.inputs_finite && !scan.finite) {
+      MaybeSetOrigin(layer_names_[c.layer], c.step, scan.have_nan);
     }
-    if (c.inputs_finite && !outputs_finite) {
-      MaybeSetOrigin(layer_names_[c.layer], c.step, outputs_have_nan);
+    if (scan.grad_output != nullptr && c10::GradMode::is_enabled()) {
+      RegisterBackward(c, *scan.grad_output);
     }
-    if (grad_output != nullptr && c10::GradMode::is_enabled()) RegisterBackward(c, *grad_output);
-    SetMemoryDelta(c.cuda_device, c.mem_before, &sample);
+    if (c.cuda_device && c.mem_before && scan.mem_after && scan.cuda_device == c.cuda_device) {
+      sample.mem_alloc_delta = scan.mem_after->allocated - c.mem_before->allocated;
+      sample.mem_reserved_delta = scan.mem_after->reserved - c.mem_before->reserved;
+    }
     if (c.timer != nullptr || options_.deferred_cpu) {
       DeferForward(c, std::move(sample));
     } else if (absl::Status s = AddForwardSample(c.layer, c.step, std::move(sample)); !s.ok()) {

@@ -45,10 +45,14 @@
 // guest::GuardHook(tracer.errors(), "pre_hook", [&] { ... }).
 //
 // Thread-safety: every public method is thread-safe. Forward calls may come from several threads
-// and backward hooks run on autograd engine threads; each takes an internal mutex for the short
-// bookkeeping and tensor reduction of one call. Nothing waits on the GIL, so hooks may run with or
-// without it. Stop() removes hooks from nodes still alive: REQUIRES no backward pass running
-// concurrently with Stop().
+// and backward hooks run on autograd engine threads. A hook first reduces the call's tensors
+// (BeginCall: the inputs; EndCall: the outputs; the backward hooks: the gradients) on its own
+// thread, holding no lock of the Tracer but the statistics cache's (held only for a lookup or an
+// insert, see stats_cache.h), then takes the internal mutex for the short bookkeeping of the call:
+// no ATen call and no wait happen under that mutex, so forward threads, autograd threads and
+// Snapshot() (the watch flusher's) never queue behind a reduction. Nothing waits on the GIL, so
+// hooks may run with or without it. Stop() removes hooks from nodes still alive: REQUIRES no
+// backward pass running concurrently with Stop().
 //
 // Fork: a Tracer made before fork() is inert in the child and touches no lock there (another
 // thread may have held one at the fork, and that thread is gone): every hook is a no-op (gradients
@@ -70,6 +74,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -83,6 +88,7 @@
 #include "agent/cuda_support.h"
 #include "agent/pending_results.h"
 #include "agent/stats.h"
+#include "agent/stats_cache.h"
 #include "guest/fork.h"
 #include "guest/hook_guard.h"
 #include "trace/aggregator.h"
@@ -107,6 +113,9 @@ struct TracerOptions {
   std::function<std::unique_ptr<Completion>()> cpu_completion;
   // How long Stop() waits, in all, for samples still in flight before dropping them.
   absl::Duration stop_wait = absl::Seconds(2);
+  // Tests: called on the hook's thread before each tensor or gradient reduction, with no lock of
+  // the Tracer held (a test blocks here to prove it). Must not call back into the Tracer's hooks.
+  std::function<void(const at::Tensor&)> before_reduce;
 };
 
 // Receives a copy of what the Tracer records, as it is recorded: an optional second consumer next
@@ -204,8 +213,9 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   int64_t hook_errors() const;
   // Root calls begun since Start() (the number of forward passes).
   int64_t steps() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Tensors reduced (statistics computed) since Start(); cache hits are not counted.
-  int64_t tensor_reductions() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Tensors reduced (statistics computed) since Start(); cache hits are not counted (two threads
+  // that race on one uncached tensor may both reduce it: both count). Lock-free.
+  int64_t tensor_reductions() const;
   std::optional<NanOrigin> nan_origin() const ABSL_LOCKS_EXCLUDED(mu_);
   // Forward samples waiting for their device work (not yet in the record). Lock-free.
   int64_t results_in_flight() const;
@@ -248,16 +258,25 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
     std::unique_ptr<DeviceTimer> timer;  // CUDA only: latency from its events.
   };
 
-  struct CacheEntry {
-    // Keeps the TensorImpl's address from being reused while cached (not its storage).
-    c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> pin{
-        c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
-    uint32_t version = 0;
-    int64_t storage_offset = 0;
-    const void* data = nullptr;
-    std::vector<int64_t> sizes;
-    std::vector<int64_t> strides;
-    TensorStats stats;
+  // What BeginCall learns from a call's inputs before it takes mu_.
+  struct InputScan {
+    std::vector<TensorInfo> infos;  // Kept only for a declared layer.
+    bool finite = true;
+    bool have_nan = false;
+    std::shared_ptr<torch::autograd::Node> input_node;
+    uint32_t input_nr = 0;
+    std::optional<c10::Device> cuda_device;
+    std::optional<DeviceMemory> mem_before;
+    std::unique_ptr<DeviceTimer> timer;
+  };
+  // What EndCall learns from a call's outputs before it takes mu_.
+  struct OutputScan {
+    std::vector<TensorInfo> infos;
+    bool finite = true;
+    bool have_nan = false;
+    const at::Tensor* grad_output = nullptr;  // The first output that requires grad.
+    std::optional<c10::Device> cuda_device;
+    std::optional<DeviceMemory> mem_after;
   };
 
   Tracer(TracerOptions options, TraceMetadata metadata);
@@ -266,18 +285,23 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // Takes a free call slot for a new call and resets it; kNoCall when too many calls are open.
   CallId OpenCall(LayerId layer, bool is_root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Describes the call's inputs, checks them for NaN/Inf and captures the gradient edge, the CUDA
-  // memory and timer; then starts the clock.
-  void RecordInputs(CallState& c, absl::Span<const at::Tensor> inputs)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // memory and timer. Without mu_.
+  InputScan ScanInputs(LayerId layer, absl::Span<const at::Tensor> inputs) ABSL_LOCKS_EXCLUDED(mu_);
+  // Describes the call's outputs. Without mu_.
+  OutputScan ScanOutputs(absl::Span<const at::Tensor> outputs) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the inputs' scan into the call (NaN origin bookkeeping); then starts the clock.
+  void RecordInputs(CallState& c, InputScan scan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the forward sample of `c` (outputs, NaN origin, backward hooks).
-  void CloseCall(CallState& c, absl::Span<const at::Tensor> outputs, Clock::time_point end)
+  void CloseCall(CallState& c, OutputScan scan, Clock::time_point end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Calls `fn(*sink_)` if there is a sink, under the guard (a sink must not throw; if it does, it
   // is counted).
   void NotifySink(std::string_view cause, absl::FunctionRef<void(EventSink&)> fn) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Describes `t`, reducing it unless this forward already did.
-  TensorInfo Describe(const at::Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Describes `t`, reducing it unless this forward already did. Without mu_.
+  TensorInfo Describe(const at::Tensor& t) ABSL_LOCKS_EXCLUDED(mu_);
+  // The statistics of one gradient (nullopt: undefined or failed, counted). Without mu_.
+  std::optional<GradStats> ReduceGrad(const at::Tensor& grad) ABSL_LOCKS_EXCLUDED(mu_);
   CallState* FindCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns the listener set of `node`, attaching our pre-hook (and post-hook if asked) once.
@@ -295,10 +319,22 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // Aggregates a backward sample, then hands it to the sink; counts a failure.
   void AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The hooks' work, under the lock and the guard (tracer_backward.cc).
+  // The hooks' work (tracer_backward.cc). GradReady: the gradients' statistics by slot of the
+  // node's inputs (computed before the lock; a slot missing there has none) and the device memory
+  // sampled then; under the lock and the guard.
+  using SlotGradStats = std::vector<std::pair<uint32_t, std::optional<GradStats>>>;
+  // Under mu_: the slots of `grads` whose statistics a listener of `node` needs now.
+  std::vector<uint32_t> NeededGradSlots(const NodeListeners& node,
+                                        const std::vector<at::Tensor>& grads) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
+                       const SlotGradStats& stats, const std::optional<DeviceMemory>& memory,
                        Clock::time_point enter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NodeDoneLocked(NodeListeners& node, Clock::time_point end)
+  // `memory`: sampled before the lock on the device of the calls that end here (nullopt: none).
+  void NodeDoneLocked(NodeListeners& node, const std::optional<DeviceMemory>& memory,
+                      Clock::time_point end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_: the CUDA device of a call that would end at `node` (memory to sample first).
+  std::optional<c10::Device> NodeDoneDevice(const NodeListeners& node) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TraceRecord SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the forward sample of a call whose device work is still running (or, deferred_cpu, a
@@ -317,6 +353,16 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // (and count a failing sink while doing so).
   mutable TraceAggregator aggregator_;
   mutable guest::HookErrors errors_;
+  // Its own small mutex, never held while reducing (see stats_cache.h). Emptied when a forward
+  // begins (the first call while no call is open) and at Start()/Stop().
+  StatsCache<TensorStats> stats_cache_;
+  // Mirrors of active_ and active_calls_ (written under mu_), read by the hooks before they take
+  // it: a hook of a stopped Tracer reduces nothing, and a new forward empties the cache first.
+  std::atomic<bool> recording_{false};
+  std::atomic<int32_t> open_calls_{0};
+  // Tensors reduced since Start() (cache hits not counted; two threads racing on one tensor may
+  // both reduce it, and both count).
+  std::atomic<int64_t> tensor_reductions_{0};
 
   mutable absl::Mutex mu_;
   bool active_ ABSL_GUARDED_BY(mu_) = false;
@@ -328,11 +374,9 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::vector<uint32_t> free_calls_ ABSL_GUARDED_BY(mu_);
   int32_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t tensor_reductions_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
   // First layer of the current root forward that saw a non-finite input (fallback origin).
   std::optional<NanOrigin> origin_candidate_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<const c10::TensorImpl*, CacheEntry> stats_cache_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<const torch::autograd::Node*, std::weak_ptr<NodeListeners>> nodes_
       ABSL_GUARDED_BY(mu_);
   size_t prune_nodes_at_ ABSL_GUARDED_BY(mu_);

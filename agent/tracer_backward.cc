@@ -135,36 +135,57 @@ void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample
   NotifySink("event_sink", [&](EventSink& sink) { sink.OnBackward(layer, step, sample); });
 }
 
+std::optional<GradStats> Tracer::ReduceGrad(const at::Tensor& grad) {
+  if (options_.before_reduce) options_.before_reduce(grad);
+  absl::StatusOr<GradStats> s = ComputeGradStats(grad);
+  if (s.ok()) return *s;
+  errors_.Record("grad_stats", s.status().ToString());
+  return std::nullopt;
+}
+
+std::vector<uint32_t> Tracer::NeededGradSlots(const NodeListeners& node,
+                                              const std::vector<at::Tensor>& grads) const {
+  std::vector<uint32_t> slots;
+  for (const Listener& l : node.listeners) {
+    if (l.call->epoch != epoch_) continue;
+    if (l.role == Listener::Role::kInput && !l.call->started) continue;
+    if (l.nr >= grads.size() || !grads[l.nr].defined()) continue;
+    if (std::find(slots.begin(), slots.end(), l.nr) == slots.end()) slots.push_back(l.nr);
+  }
+  return slots;
+}
+
 void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& grads) {
   const Clock::time_point enter = Clock::now();
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  if (!active_) return;
+  if (ForkedChild() || !recording_.load(std::memory_order_acquire)) return;
   guest::GuardHook(errors_, "grad_ready", [&] {
-    mu_.AssertHeld();
-    GradReadyLocked(node, grads, enter);
+    // Under the lock only to learn which gradients a listener needs; reduced without it.
+    std::vector<uint32_t> slots;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!active_) return;
+      slots = NeededGradSlots(node, grads);
+    }
+    SlotGradStats stats;
+    std::optional<DeviceMemory> memory;
+    for (uint32_t nr : slots) {
+      stats.emplace_back(nr, ReduceGrad(grads[nr]));
+      if (!memory && grads[nr].is_cuda()) memory = SampleDeviceMemory(grads[nr].device());
+    }
+    absl::MutexLock lock(&mu_);
+    if (!active_) return;
+    GradReadyLocked(node, grads, stats, memory, enter);
   });
 }
 
 void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
+                             const SlotGradStats& stats, const std::optional<DeviceMemory>& memory,
                              Clock::time_point enter) {
-  // Gradient statistics per input slot of the node, computed at most once per firing.
-  std::vector<std::pair<uint32_t, std::optional<GradStats>>> computed;
-  auto stats_for = [&](uint32_t nr) -> const std::optional<GradStats>& {
-    for (const auto& [k, v] : computed) {
+  auto stats_for = [&](uint32_t nr) -> std::optional<GradStats> {
+    for (const auto& [k, v] : stats) {
       if (k == nr) return v;
     }
-    std::optional<GradStats> stats;
-    if (nr < grads.size() && grads[nr].defined()) {
-      absl::StatusOr<GradStats> s = ComputeGradStats(grads[nr]);
-      if (s.ok()) {
-        stats = *s;
-      } else {
-        errors_.Record("grad_stats", s.status().ToString());
-      }
-    }
-    computed.emplace_back(nr, stats);
-    return computed.back().second;
+    return std::nullopt;  // Not needed when the lock was first taken (a listener came since).
   };
   bool any_started = false;
   // Starts first, so that a call whose output is its input (Identity) starts and ends here.
@@ -173,7 +194,7 @@ void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>&
     l.call->out = stats_for(l.nr);
     if (l.nr < grads.size() && grads[l.nr].defined() && grads[l.nr].is_cuda()) {
       l.call->cuda_device = grads[l.nr].device();
-      l.call->mem_before = SampleDeviceMemory(*l.call->cuda_device);
+      l.call->mem_before = memory;
     }
     l.call->started = true;
     l.call->start = enter;
@@ -183,12 +204,12 @@ void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>&
     if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
     BackwardCall& bc = *l.call;
     BackwardSample sample = StartedSample(bc, enter);
-    if (const std::optional<GradStats>& in = stats_for(l.nr)) {
+    if (const std::optional<GradStats> in = stats_for(l.nr)) {
       sample.grad_in_norm = in->norm;
       sample.grad_in_mean = in->mean;
       sample.grad_in_has_nan = in->has_nan;
     }
-    SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
+    SetMemoryDelta(bc.mem_before, memory, &sample);
     bc.started = false;
     AddBackwardSample(bc.layer, bc.step, sample);
   }
@@ -203,18 +224,40 @@ void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>&
   }
 }
 
+std::optional<c10::Device> Tracer::NodeDoneDevice(const NodeListeners& node) const {
+  for (const Listener& l : node.listeners) {
+    const BackwardCall& bc = *l.call;
+    if (l.role == Listener::Role::kOutput && bc.epoch == epoch_ && !bc.has_input_edge &&
+        bc.started && bc.cuda_device) {
+      return bc.cuda_device;
+    }
+  }
+  return std::nullopt;
+}
+
 void Tracer::OnNodeDone(NodeListeners& node) {
   const Clock::time_point end = Clock::now();
-  if (ForkedChild()) return;
-  absl::MutexLock lock(&mu_);
-  if (!active_) return;
+  if (ForkedChild() || !recording_.load(std::memory_order_acquire)) return;
   guest::GuardHook(errors_, "node_done", [&] {
-    mu_.AssertHeld();
-    NodeDoneLocked(node, end);
+    std::optional<c10::Device> device;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!active_) return;
+      device = NodeDoneDevice(node);
+      if (!device) {  // No device memory to read: done in this one lock.
+        NodeDoneLocked(node, std::nullopt, end);
+        return;
+      }
+    }
+    const std::optional<DeviceMemory> memory = SampleDeviceMemory(*device);
+    absl::MutexLock lock(&mu_);
+    if (!active_) return;
+    NodeDoneLocked(node, memory, end);
   });
 }
 
-void Tracer::NodeDoneLocked(NodeListeners& node, Clock::time_point end) {
+void Tracer::NodeDoneLocked(NodeListeners& node, const std::optional<DeviceMemory>& memory,
+                            Clock::time_point end) {
   for (Listener& l : node.listeners) {
     BackwardCall& bc = *l.call;
     if (l.role != Listener::Role::kOutput || bc.epoch != epoch_ || bc.has_input_edge ||
@@ -222,7 +265,7 @@ void Tracer::NodeDoneLocked(NodeListeners& node, Clock::time_point end) {
       continue;
     }
     BackwardSample sample = StartedSample(bc, end);
-    SetMemoryDelta(bc.cuda_device, bc.mem_before, &sample);
+    SetMemoryDelta(bc.mem_before, memory, &sample);
     bc.started = false;
     AddBackwardSample(bc.layer, bc.step, sample);
   }

@@ -63,15 +63,14 @@ inline double Ms(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
-// Fills the sample's memory deltas from `before` (CUDA only; a no-op without a device).
+// Fills the sample's memory deltas from `before` and `after`, both sampled (on one device)
+// before the Tracer's lock was taken (CUDA only; a no-op when either is missing).
 template <typename Sample>
-void SetMemoryDelta(const std::optional<c10::Device>& device,
-                    const std::optional<DeviceMemory>& before, Sample* sample) {
-  if (!device || !before) return;
-  if (std::optional<DeviceMemory> after = SampleDeviceMemory(*device)) {
-    sample->mem_alloc_delta = after->allocated - before->allocated;
-    sample->mem_reserved_delta = after->reserved - before->reserved;
-  }
+void SetMemoryDelta(const std::optional<DeviceMemory>& before,
+                    const std::optional<DeviceMemory>& after, Sample* sample) {
+  if (!before || !after) return;
+  sample->mem_alloc_delta = after->allocated - before->allocated;
+  sample->mem_reserved_delta = after->reserved - before->reserved;
 }
 
 }  // namespace tracer_internal

@@ -362,6 +362,73 @@ TEST_F(TracerTest, InertInAForkedChildEvenWhileTheParentHoldsItsLock) {
   EXPECT_EQ(Layer(tracer_->Snapshot(), "a").forward_count, 2);
 }
 
+// While a hook reduces a tensor, another thread's Snapshot() completes: statistics are computed
+// without the Tracer's lock. The reduction waits (bounded) for the Snapshot; with the lock held
+// it would time out instead.
+class ReductionGate {
+ public:
+  // Called by TracerOptions::before_reduce.
+  void BeforeReduce() {
+    Phase* p = phase_.load();
+    if (p == nullptr || p->reducing.HasBeenNotified()) return;
+    p->reducing.Notify();
+    if (!p->snapshot_done.WaitForNotificationWithTimeout(absl::Seconds(10))) p->timed_out = true;
+  }
+  // Runs `hook` while another thread takes a Snapshot() once the first reduction has begun;
+  // true when that Snapshot() completed while the reduction waited.
+  template <typename Hook>
+  bool SnapshotDuring(Tracer& tracer, Hook hook) {
+    Phase p;
+    phase_.store(&p);
+    std::thread snapshot([&] {
+      if (!p.reducing.WaitForNotificationWithTimeout(absl::Seconds(10))) return;
+      tracer.Snapshot();
+      p.snapshot_done.Notify();
+    });
+    hook();
+    phase_.store(nullptr);
+    snapshot.join();
+    return p.reducing.HasBeenNotified() && !p.timed_out;
+  }
+
+ private:
+  struct Phase {
+    absl::Notification reducing;
+    absl::Notification snapshot_done;
+    std::atomic<bool> timed_out{false};
+  };
+  std::atomic<Phase*> phase_{nullptr};
+};
+
+TEST(TracerLockTest, TensorsAndGradientsAreReducedWithoutTheTracersLock) {
+  ReductionGate gate;
+  TracerOptions options;
+  options.before_reduce = [&gate](const at::Tensor&) { gate.BeforeReduce(); };
+  std::shared_ptr<Tracer> tracer = *Tracer::Create(options, TraceMetadata{});
+  const Tracer::LayerId a = *tracer->DeclareLayer({"a", "Linear", "a", 1, 0});
+  ASSERT_TRUE(tracer->Start().ok());
+  at::Tensor w = at::full({4}, 2.0).requires_grad_(true);
+  at::Tensor x = at::ones({4});
+  at::Tensor y;
+  Tracer::CallId root = Tracer::kNoCall;
+  Tracer::CallId call = Tracer::kNoCall;
+  EXPECT_TRUE(gate.SnapshotDuring(*tracer, [&] {
+    root = tracer->BeginCall(Tracer::kNoLayer, true, {x});
+  })) << "BeginCall reduced its inputs under the lock";
+  call = tracer->BeginCall(a, false, {x});
+  y = x * w;
+  EXPECT_TRUE(gate.SnapshotDuring(*tracer, [&] { tracer->EndCall(call, {y}); }))
+      << "EndCall reduced its outputs under the lock";
+  tracer->EndCall(root, {y});
+  EXPECT_TRUE(gate.SnapshotDuring(*tracer, [&] { y.sum().backward(); }))
+      << "the backward hook reduced the gradient under the lock";
+  const TraceRecord r = tracer->Snapshot();
+  ASSERT_NE(r.FindLayer("a"), nullptr);
+  EXPECT_EQ(r.FindLayer("a")->forward_count, 1);
+  EXPECT_EQ(r.FindLayer("a")->backward_count, 1);
+  EXPECT_EQ(tracer->hook_errors(), 0);
+}
+
 TEST(TracerCreateTest, BadThresholdsAreInvalidArgument) {
   TracerOptions options;
   options.thresholds.exploding_variance_std = -1;
