@@ -1,5 +1,7 @@
 #include "agent/cuda_support.h"
 
+#include <ATen/ATen.h>
+
 #ifdef TRACETORCH_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -60,7 +62,39 @@ std::unique_ptr<DeviceTimer> DeviceTimer::Start(c10::Device device) {
   }
 }
 
+namespace {
+
+// The event recorded after a non-blocking copy: the copied values are readable once it completes.
+class EventCompletion final : public Completion {
+ public:
+  explicit EventCompletion(c10::Device device) : event_(cudaEventDisableTiming) {
+    event_.record(at::cuda::getCurrentCUDAStream(device.index()));
+  }
+  bool Done() override { return event_.query(); }
+
+ private:
+  at::cuda::CUDAEvent event_;
+};
+
+}  // namespace
+
+at::Tensor CopyToHostAsync(const at::Tensor& values, std::unique_ptr<Completion>* done) {
+  done->reset();
+  if (values.device().is_cpu()) return values;
+  if (!values.is_cuda()) return values.to(at::kCPU);
+  at::Tensor host =
+      at::empty(values.sizes(), values.options().device(at::kCPU).pinned_memory(true));
+  host.copy_(values, /*non_blocking=*/true);
+  *done = std::make_unique<EventCompletion>(values.device());
+  return host;
+}
+
 #else  // !TRACETORCH_WITH_CUDA
+
+at::Tensor CopyToHostAsync(const at::Tensor& values, std::unique_ptr<Completion>* done) {
+  done->reset();
+  return values.device().is_cpu() ? values : values.to(at::kCPU);
+}
 
 std::optional<DeviceMemory> SampleDeviceMemory(c10::Device /*device*/) { return std::nullopt; }
 

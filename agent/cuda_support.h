@@ -5,17 +5,20 @@
 // "unavailable" (nullopt / nullptr) and the record's memory fields stay null, as on a CPU run.
 //
 // Compiles against torch 1.13 to 2.x (only APIs both have: at::cuda::CUDAEvent, the caching
-// allocator's getDeviceStats).
+// allocator's getDeviceStats, pinned_memory in TensorOptions, Tensor::copy_ with non_blocking).
 //
 // Thread-safety: the functions are thread-safe; a DeviceTimer is used by one thread at a time.
 #ifndef TRACETORCH_AGENT_CUDA_SUPPORT_H_
 #define TRACETORCH_AGENT_CUDA_SUPPORT_H_
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+
+#include "agent/pending_results.h"
 
 namespace tracetorch::agent {
 
@@ -44,6 +47,13 @@ class DeviceTimer {
   // then, otherwise it returns nullopt while the GPU is still busy.
   virtual std::optional<double> ElapsedMs(bool wait) = 0;
 };
+
+// Brings `values` (a small tensor the device is still computing) to host memory without waiting
+// for the device. CUDA: a pinned host tensor filled by a non-blocking copy on the device's current
+// stream, and in `*done` the Completion of a CUDA event recorded after the copy (the values may be
+// read once it is Done()). CPU: `values` itself and `*done` = nullptr (complete). Another device
+// (built without CUDA support for it): a blocking copy, `*done` = nullptr. May throw c10::Error.
+at::Tensor CopyToHostAsync(const at::Tensor& values, std::unique_ptr<Completion>* done);
 
 }  // namespace tracetorch::agent
 

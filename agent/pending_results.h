@@ -59,11 +59,15 @@ class ReadyCompletion final : public Completion {
 template <typename T>
 class PendingResults {
  public:
-  // Queues `result` until `done` says its work has finished. `done` must not be null.
-  void Push(std::unique_ptr<Completion> done, T result) ABSL_LOCKS_EXCLUDED(mu_) {
+  // Queues `result` until `done` says its work has finished. `done` must not be null. An entry
+  // that is not `counted` (a marker kept in order with the results: the Tracer's root calls)
+  // leaves in order like the others but is not in in_flight() nor in TakeAll's `abandoned`.
+  void Push(std::unique_ptr<Completion> done, T result, bool counted = true)
+      ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    entries_.push_back(Entry{std::move(done), std::move(result)});
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    entries_.push_back(Entry{std::move(done), std::move(result), counted});
+    queued_.fetch_add(1, std::memory_order_relaxed);
+    if (counted) in_flight_.fetch_add(1, std::memory_order_relaxed);
   }
 
   // The results at the front of the queue whose work has finished, in push order; stops at the
@@ -71,12 +75,13 @@ class PendingResults {
   // their work was issued). Never blocks on the device.
   std::vector<T> TakeCompleted() ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<T> out;
-    if (in_flight() == 0) return out;
+    if (queued() == 0) return out;
     absl::MutexLock lock(&mu_);
     while (!entries_.empty() && entries_.front().done->Done()) {
+      if (entries_.front().counted) in_flight_.fetch_sub(1, std::memory_order_relaxed);
       out.push_back(std::move(entries_.front().result));
       entries_.pop_front();
-      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     return out;
   }
@@ -92,14 +97,17 @@ class PendingResults {
     }
     std::vector<T> out;
     int64_t dropped = 0;
+    int64_t counted = 0;
     for (Entry& e : taken) {
+      if (e.counted) ++counted;
       if (e.done->WaitUntil(deadline)) {
         out.push_back(std::move(e.result));
-      } else {
+      } else if (e.counted) {
         ++dropped;
       }
     }
-    in_flight_.fetch_sub(static_cast<int64_t>(taken.size()), std::memory_order_relaxed);
+    in_flight_.fetch_sub(counted, std::memory_order_relaxed);
+    queued_.fetch_sub(static_cast<int64_t>(taken.size()), std::memory_order_relaxed);
     if (abandoned != nullptr) *abandoned += dropped;
     return out;
   }
@@ -107,22 +115,30 @@ class PendingResults {
   // Drops every queued result (a new session starts).
   void Clear() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    in_flight_.fetch_sub(static_cast<int64_t>(entries_.size()), std::memory_order_relaxed);
+    for (const Entry& e : entries_) {
+      if (e.counted) in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    queued_.fetch_sub(static_cast<int64_t>(entries_.size()), std::memory_order_relaxed);
     entries_.clear();
   }
 
-  // Results pushed and not yet taken, those TakeAll() is waiting for included. Lock-free.
+  // Counted results pushed and not yet taken, those TakeAll() is waiting for included.
+  // Lock-free.
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  // Every entry pushed and not yet taken (markers included). Lock-free.
+  int64_t queued() const { return queued_.load(std::memory_order_relaxed); }
 
  private:
   struct Entry {
     std::unique_ptr<Completion> done;
     T result;
+    bool counted = true;
   };
 
   absl::Mutex mu_;
   std::deque<Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> queued_{0};
 };
 
 }  // namespace tracetorch::agent

@@ -16,6 +16,7 @@
 namespace tracetorch::agent {
 namespace {
 
+using tracer_internal::Attach;
 using tracer_internal::kMinNodePrune;
 using tracer_internal::Ms;
 
@@ -23,30 +24,14 @@ constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak
 constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
 
 // A CallId: generation << 32 | kHasLayerBit (a declared layer: EndCall describes the outputs
-// before it takes the lock) | slot + 1.
+// before it takes the lock) | kHasTimerBit | slot + 1.
 constexpr uint32_t kHasLayerBit = 1u << 31;
-constexpr uint32_t kSlotMask = kHasLayerBit - 1;
+// The call has a CUDA timer: EndCall records its end event before it launches the outputs'
+// statistics (so that they are not timed).
+constexpr uint32_t kHasTimerBit = 1u << 30;
+constexpr uint32_t kSlotMask = kHasTimerBit - 1;
 
 bool HasNonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
-
-// A CUDA call's sample is complete when the call's end event is.
-class TimerCompletion final : public Completion {
- public:
-  explicit TimerCompletion(DeviceTimer* timer) : timer_(timer) {}
-  bool Done() override { return timer_->Ready(); }
-
- private:
-  DeviceTimer* const timer_;  // Owned by the pending sample, which outlives this.
-};
-
-// With statistics off only the counts were computed: they go beside the (absent) statistics.
-void Attach(const TensorStats& stats, StatsMode mode, TensorInfo* info) {
-  if (mode == StatsMode::kFull) {
-    info->stats = stats;
-  } else {
-    info->nonfinite = NonFiniteCounts{.nan_count = stats.nan_count, .inf_count = stats.inf_count};
-  }
-}
 
 }  // namespace
 
@@ -137,6 +122,10 @@ absl::Status Tracer::Start() {
   pending_.Clear();
   results_abandoned_.store(0, std::memory_order_relaxed);
   results_deferred_ = 0;
+  pending_backward_.Clear();
+  collect_candidate_.reset();
+  call_seq_ = 0;
+  deferring_.store(options_.deferred_cpu, std::memory_order_relaxed);
   active_calls_ = 0;
   open_calls_.store(0, std::memory_order_relaxed);
   active_ = true;
@@ -147,13 +136,7 @@ absl::Status Tracer::Start() {
 void Tracer::Stop() {
   if (ForkedChild()) return;
   // Without mu_: the hooks go on while the device finishes.
-  int64_t abandoned = 0;
-  CollectPending(pending_.TakeAll(absl::Now() + options_.stop_wait, &abandoned));
-  if (abandoned > 0) {
-    results_abandoned_.fetch_add(abandoned, std::memory_order_relaxed);
-    errors_.Record("results_abandoned",
-                   absl::StrCat(abandoned, " samples still on the device when Stop() gave up"));
-  }
+  CollectAll(absl::Now() + options_.stop_wait);
   {
     absl::MutexLock lock(&mu_);
     active_ = false;
@@ -188,7 +171,9 @@ int64_t Tracer::steps() const {
   return steps_;
 }
 
-int64_t Tracer::results_in_flight() const { return ForkedChild() ? 0 : pending_.in_flight(); }
+int64_t Tracer::results_in_flight() const {
+  return ForkedChild() ? 0 : pending_.in_flight() + pending_backward_.in_flight();
+}
 
 std::optional<NanOrigin> Tracer::nan_origin() const {
   if (ForkedChild()) return std::nullopt;
@@ -198,25 +183,43 @@ std::optional<NanOrigin> Tracer::nan_origin() const {
 
 // ---- Forward ------------------------------------------------------------------------------------
 
-TensorInfo Tracer::Describe(const at::Tensor& t) {
+TensorInfo Tracer::Describe(const at::Tensor& t, std::shared_ptr<DeferredStats>* deferred) {
+  deferred->reset();
   TensorInfo info;
   const auto sizes = t.sizes();
   info.shape.assign(sizes.begin(), sizes.end());
   info.dtype = std::string(DtypeName(t.scalar_type()));
   info.device = t.device().is_cpu() ? std::string("cpu") : t.device().str();
-  if (std::optional<TensorStats> hit = stats_cache_.Find(t)) {
-    Attach(*hit, stats_mode_, &info);
+  if (std::optional<CachedStats> hit = stats_cache_.Find(t)) {
+    if (hit->deferred != nullptr) {
+      *deferred = std::move(hit->deferred);
+    } else {
+      Attach(hit->ready, stats_mode_, &info);
+    }
     return info;
   }
   if (options_.before_reduce) options_.before_reduce(t);
-  absl::StatusOr<TensorStats> stats = ComputeTensorStats(t, stats_mode_);
   tensor_reductions_.fetch_add(1, std::memory_order_relaxed);
+  if (Defers(t)) {
+    // Kernels on the tensor's stream into a small device buffer, copied without waiting.
+    absl::StatusOr<std::shared_ptr<DeferredStats>> launched =
+        DeferredStats::LaunchTensor(t, stats_mode_);
+    if (!launched.ok()) {
+      errors_.Record("tensor_stats", launched.status().ToString());
+      return info;
+    }
+    deferring_.store(true, std::memory_order_relaxed);
+    *deferred = *launched;
+    stats_cache_.Insert(t, CachedStats{TensorStats{}, *std::move(launched)});
+    return info;
+  }
+  absl::StatusOr<TensorStats> stats = ComputeTensorStats(t, stats_mode_);
   if (!stats.ok()) {
     errors_.Record("tensor_stats", stats.status().ToString());
     return info;
   }
   Attach(*stats, stats_mode_, &info);
-  stats_cache_.Insert(t, *std::move(stats));
+  stats_cache_.Insert(t, CachedStats{*std::move(stats), nullptr});
   return info;
 }
 
@@ -241,7 +244,7 @@ void Tracer::ReleaseCall(CallId id) {
   open_calls_.store(active_calls_, std::memory_order_relaxed);
 }
 
-void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) {
+void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) const {
   if (nan_origin_.has_value()) return;
   nan_origin_ = NanOrigin{std::string(layer), step, is_nan};
   NotifySink("event_sink", [&](EventSink& sink) {
@@ -253,13 +256,14 @@ void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) {
 Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs) {
   if (ForkedChild()) return kNoCall;
   // A new step collects what the device has finished since (lock-free when nothing is pending).
-  if (is_root && pending_.in_flight() > 0) CollectPending(pending_.TakeCompleted());
+  if (is_root) CollectCompleted();
   if (!recording_.load(std::memory_order_acquire)) return kNoCall;
   // The inputs are reduced before the lock. The first call while none is open starts a forward:
   // what was cached for the previous one is forgotten first.
   if (open_calls_.load(std::memory_order_relaxed) == 0) stats_cache_.Clear();
   InputScan scan;
-  if (!guest::GuardHook(errors_, "begin_call", [&] { scan = ScanInputs(layer, inputs); })) {
+  if (!guest::GuardHook(errors_, "begin_call",
+                        [&] { scan = ScanInputs(layer, is_root, inputs); })) {
     return kNoCall;
   }
   absl::MutexLock lock(&mu_);
@@ -272,7 +276,10 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   const bool ok = guest::GuardHook(errors_, "begin_call", [&] {
     mu_.AssertHeld();
     id = OpenCall(layer, is_root);
-    if (id != kNoCall) RecordInputs(*FindCall(id), std::move(scan));
+    if (id == kNoCall) return;
+    CallState& c = *FindCall(id);
+    RecordInputs(c, std::move(scan));
+    if (c.timer != nullptr) id |= kHasTimerBit;
   });
   if (ok) return id;
   ReleaseCall(id);  // A half-made call is not left open (a no-op for kNoCall).
@@ -305,6 +312,8 @@ Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
   c.cuda_device.reset();
   c.mem_before.reset();
   c.timer.reset();
+  c.input_stats.clear();
+  c.seq = call_seq_++;
   if (is_root) {
     c.step = steps_++;
     origin_candidate_.reset();
@@ -317,16 +326,31 @@ Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
   return static_cast<int64_t>((static_cast<uint64_t>(c.generation) << 32) | low);
 }
 
-Tracer::InputScan Tracer::ScanInputs(LayerId layer, absl::Span<const at::Tensor> inputs) {
+Tracer::InputScan Tracer::ScanInputs(LayerId layer, bool is_root,
+                                     absl::Span<const at::Tensor> inputs) {
   InputScan scan;
+  if (layer != kNoLayer) {
+    for (const at::Tensor& t : inputs) {
+      if (t.defined() && t.is_cuda()) {
+        scan.cuda_device = t.device();
+        break;
+      }
+    }
+    // Before our own kernels allocate their temporaries.
+    if (scan.cuda_device) scan.mem_before = SampleDeviceMemory(*scan.cuda_device);
+  }
   for (const at::Tensor& t : inputs) {
     if (!t.defined()) continue;
-    TensorInfo info = Describe(t);
+    std::shared_ptr<DeferredStats> deferred;
+    TensorInfo info = Describe(t, &deferred);
     if (HasNonFinite(info)) {
       scan.finite = false;
       scan.have_nan = scan.have_nan || NanCount(info) > 0;
     }
-    if (layer != kNoLayer) scan.infos.push_back(std::move(info));
+    if (layer != kNoLayer || is_root) {
+      scan.infos.push_back(std::move(info));
+      scan.stats.push_back(std::move(deferred));
+    }
   }
   if (layer == kNoLayer) return scan;
   if (c10::GradMode::is_enabled()) {
@@ -340,25 +364,31 @@ Tracer::InputScan Tracer::ScanInputs(LayerId layer, absl::Span<const at::Tensor>
       break;
     }
   }
-  for (const at::Tensor& t : inputs) {
-    if (t.defined() && t.is_cuda()) {
-      scan.cuda_device = t.device();
-      break;
-    }
-  }
   if (scan.cuda_device) {
-    scan.mem_before = SampleDeviceMemory(*scan.cuda_device);
+    // After our kernels for the inputs: they are not timed.
     scan.timer = DeviceTimer::Start(*scan.cuda_device);
+    if (scan.timer != nullptr) deferring_.store(true, std::memory_order_relaxed);
   }
   return scan;
 }
 
 void Tracer::RecordInputs(CallState& c, InputScan scan) {
   const LayerId layer = c.layer;
-  c.inputs = std::move(scan.infos);
+  if (deferring_.load(std::memory_order_relaxed)) {
+    // The statistics may still be on the device: the origin is decided when they are collected.
+    c.input_stats = std::move(scan.stats);
+    if (c.is_root) PushRootMarker(c, PendingForward::Kind::kRootBegin, scan.infos);
+    if (layer != kNoLayer) {
+      c.inputs = std::move(scan.infos);
+    } else {
+      c.input_stats.clear();
+    }
+  } else if (layer != kNoLayer) {
+    c.inputs = std::move(scan.infos);
+  }
   c.inputs_finite = scan.finite;
   c.inputs_have_nan = scan.have_nan;
-  if (!c.inputs_finite) {
+  if (!c.inputs_finite && !deferring_.load(std::memory_order_relaxed)) {
     if (c.is_root) {
       MaybeSetOrigin(NanOrigin::kModelInput, c.step, c.inputs_have_nan);
     } else if (!origin_candidate_ && layer != kNoLayer) {
@@ -375,19 +405,27 @@ void Tracer::RecordInputs(CallState& c, InputScan scan) {
 
 Tracer::OutputScan Tracer::ScanOutputs(absl::Span<const at::Tensor> outputs) {
   OutputScan scan;
+  for (const at::Tensor& t : outputs) {
+    if (t.defined() && t.is_cuda()) {
+      scan.cuda_device = t.device();
+      break;
+    }
+  }
+  // Before our own kernels allocate their temporaries.
+  if (scan.cuda_device) scan.mem_after = SampleDeviceMemory(*scan.cuda_device);
   scan.infos.reserve(outputs.size());
   for (const at::Tensor& t : outputs) {
     if (!t.defined()) continue;
-    TensorInfo info = Describe(t);
+    std::shared_ptr<DeferredStats> deferred;
+    TensorInfo info = Describe(t, &deferred);
     if (HasNonFinite(info)) {
       scan.finite = false;
       scan.have_nan = scan.have_nan || NanCount(info) > 0;
     }
     scan.infos.push_back(std::move(info));
+    scan.stats.push_back(std::move(deferred));
     if (scan.grad_output == nullptr && t.requires_grad() && t.grad_fn()) scan.grad_output = &t;
-    if (!scan.cuda_device && t.is_cuda()) scan.cuda_device = t.device();
   }
-  if (scan.cuda_device) scan.mem_after = SampleDeviceMemory(*scan.cuda_device);
   return scan;
 }
 
@@ -398,6 +436,11 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs) {
 void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::time_point end) {
   if (id == kNoCall || ForkedChild()) return;
   // A declared layer's outputs are reduced before the lock (a root call's are not recorded).
+  if ((static_cast<uint32_t>(id & 0xffffffff) & kHasTimerBit) != 0) {
+    // The GPU time ends here, before our kernels for the outputs (an event record, no wait).
+    absl::MutexLock lock(&mu_);
+    if (CallState* c = FindCall(id); c != nullptr && c->timer != nullptr) c->timer->Stop();
+  }
   OutputScan scan;
   bool scanned = true;
   if ((static_cast<uint32_t>(id & 0xffffffff) & kHasLayerBit) != 0 &&
@@ -417,12 +460,13 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::tim
 }
 
 void Tracer::CloseCall(CallState& c, OutputScan scan, Clock::time_point end) {
+  const bool deferring = deferring_.load(std::memory_order_relaxed);
   if (active_ && c.layer != kNoLayer) {
     ForwardSample sample;
     sample.latency_ms = Ms(end - c.start);
     sample.inputs = std::move(c.inputs);
     sample.outputs = std::move(scan.infos);
-    if (c.inputs_finite && !scan.finite) {
+    if (!deferring && c.inputs_finite && !scan.finite) {
       MaybeSetOrigin(layer_names_[c.layer], c.step, scan.have_nan);
     }
     if (scan.grad_output != nullptr && c10::GradMode::is_enabled()) {
@@ -432,13 +476,15 @@ void Tracer::CloseCall(CallState& c, OutputScan scan, Clock::time_point end) {
       sample.mem_alloc_delta = scan.mem_after->allocated - c.mem_before->allocated;
       sample.mem_reserved_delta = scan.mem_after->reserved - c.mem_before->reserved;
     }
-    if (c.timer != nullptr || options_.deferred_cpu) {
-      DeferForward(c, std::move(sample));
+    if (deferring) {  // A timer was stopped by EndCall.
+      DeferForward(c, std::move(sample), std::move(scan.stats));
     } else if (absl::Status s = AddForwardSample(c.layer, c.step, std::move(sample)); !s.ok()) {
       errors_.Record("add_forward", s.ToString());
     }
   }
-  if (active_ && c.is_root && !nan_origin_ && origin_candidate_) {
+  if (active_ && c.is_root && deferring) {
+    PushRootMarker(c, PendingForward::Kind::kRootEnd, {});
+  } else if (active_ && c.is_root && !nan_origin_ && origin_candidate_) {
     nan_origin_ = origin_candidate_;
     NotifySink("event_sink", [&](EventSink& sink) {
       mu_.AssertHeld();
@@ -458,44 +504,12 @@ void Tracer::AbortCall(CallId id) {
 
 // ---- Snapshots ----------------------------------------------------------------------------------
 
-void Tracer::DeferForward(CallState& c, ForwardSample sample) {
-  std::unique_ptr<Completion> done;
-  if (c.timer != nullptr) {
-    // GPU time comes from the events, read when they complete (never a sync per module).
-    c.timer->Stop();
-    done = std::make_unique<TimerCompletion>(c.timer.get());
-  } else if (options_.cpu_completion) {
-    done = options_.cpu_completion();
-  } else {
-    done = std::make_unique<ReadyCompletion>();
-  }
-  ++results_deferred_;
-  pending_.Push(std::move(done),
-                PendingForward{epoch_, c.layer, c.step, std::move(sample), std::move(c.timer)});
-}
-
-void Tracer::CollectPending(std::vector<PendingForward> done) const {
-  if (done.empty()) return;
-  for (PendingForward& p : done) {
-    if (p.timer == nullptr) continue;
-    if (std::optional<double> ms = p.timer->ElapsedMs(/*wait=*/false)) p.sample.latency_ms = *ms;
-    p.timer.reset();  // Frees the events outside mu_.
-  }
-  absl::MutexLock lock(&mu_);
-  for (PendingForward& p : done) {
-    if (p.epoch != epoch_) continue;  // Of an earlier Start(): that record was reset.
-    if (absl::Status s = AddForwardSample(p.layer, p.step, std::move(p.sample)); !s.ok()) {
-      errors_.Record("add_forward", s.ToString());
-    }
-  }
-}
-
 TraceRecord Tracer::SnapshotLocked() const {
   TraceRecord record = aggregator_.Snapshot();
   record.metadata.nan_origin = nan_origin_;
   record.metadata.SetExtra("hook_errors", absl::StrCat(errors_.count()));
   if (results_deferred_ > 0) {  // Only sessions that deferred (CUDA, deferred_cpu) say so.
-    record.metadata.SetExtra("results_in_flight", absl::StrCat(pending_.in_flight()));
+    record.metadata.SetExtra("results_in_flight", absl::StrCat(results_in_flight()));
     record.metadata.SetExtra("results_abandoned",
                              absl::StrCat(results_abandoned_.load(std::memory_order_relaxed)));
   }
@@ -504,14 +518,14 @@ TraceRecord Tracer::SnapshotLocked() const {
 
 TraceRecord Tracer::Snapshot() const {
   if (ForkedChild()) return TraceRecord{};
-  CollectPending(pending_.TakeCompleted());  // What has completed; never waits.
+  CollectCompleted();  // What has completed; never waits.
   absl::MutexLock lock(&mu_);
   return SnapshotLocked();
 }
 
 absl::StatusOr<TraceRecord> Tracer::Finalize(std::optional<double> total_time_ms) const {
   if (ForkedChild()) return absl::FailedPreconditionError("cannot finalize in a forked child");
-  CollectPending(pending_.TakeCompleted());
+  CollectCompleted();
   absl::MutexLock lock(&mu_);
   TraceRecord record = SnapshotLocked();
   record.metadata.total_time_ms = total_time_ms;

@@ -19,17 +19,25 @@
 //  - tracks where a non-finite value first appeared (NanOrigin): the model input (checked at the
 //    root's BeginCall), else the first layer whose inputs were all finite and whose outputs were
 //    not. If a forward ends with no such layer but some layer saw a non-finite input (the value
-//    came from code between modules), that layer is named;
+//    came from code between modules), that layer is named (the first such call in call order).
+//    In a deferred session (below) this is decided when the calls' statistics are collected, in
+//    the order the hooks ran, with the same rules: nan_origin() is known after the collection;
+//  - a tensor not on the CPU (CUDA) is reduced by ATen kernels on its device and current stream
+//    into a small float64 tensor copied non-blocking to pinned host memory (deferred_stats.h), and
+//    a CUDA event after the copy says when it is readable; gradients likewise. No hook waits for
+//    the device. Such a session is "deferred": its forward samples (with their statistics still
+//    to read), its root calls and backward samples with device gradients wait in PendingResults
+//    queues (pending_results.h) and are collected once complete, in push order, at the next step
+//    (root BeginCall), a Snapshot() (the watch flusher's) or Stop(). Snapshot() says how many
+//    samples are still in flight (metadata extra "results_in_flight"); Stop() collects them with
+//    a bounded wait (TracerOptions::stop_wait) and counts those it drops ("results_abandoned").
+//    With TracerOptions::deferred_cpu, CPU tensors take the same route and the same ATen code
+//    (the "copy" is the result itself), so that CI tests it;
 //  - on CUDA (built with TRACETORCH_WITH_CUDA, see cuda_support.h): records the caching allocator's
 //    allocated/reserved deltas per call (forward: BeginCall..EndCall; backward: output gradient
-//    ready..input gradient ready; counters, no sync) and times forward calls with CUDA events;
-//    such a sample waits in a PendingResults queue (pending_results.h) until its end event has
-//    completed and is collected at the next step (root BeginCall), a Snapshot() or Stop(), never
-//    by waiting: no hook synchronises the device. Snapshot() says how many samples are still in
-//    flight (metadata extra "results_in_flight"); Stop() collects them with a bounded wait
-//    (TracerOptions::stop_wait) and counts those it drops ("results_abandoned"). With
-//    TracerOptions::deferred_cpu, CPU samples take the same route (tests of the machinery).
-//    Backward latency is host time between the hooks. Without CUDA, memory fields stay null;
+//    ready..input gradient ready; counters, no sync) and times forward calls with CUDA events,
+//    read at collection. Backward latency is host time between the hooks. Without CUDA, memory
+//    fields stay null;
 //  - feeds a TraceAggregator (memory bounded by layers, never steps) and counts hook errors.
 //
 // Steps: a root call (is_root) starts a step; step = index of the root call in the session.
@@ -86,6 +94,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "agent/cuda_support.h"
+#include "agent/deferred_stats.h"
 #include "agent/pending_results.h"
 #include "agent/stats.h"
 #include "agent/stats_cache.h"
@@ -123,7 +132,8 @@ struct TracerOptions {
 // own record never depends on a sink.
 //
 // Calls come from the Tracer's hook paths (forward calls on the caller's thread, backward calls on
-// autograd threads), serialised by the Tracer's internal mutex, which is HELD during the call. So
+// autograd threads) and, in a deferred session, from whichever thread collects (a step, a
+// Snapshot(), Stop()), serialised by the Tracer's internal mutex, which is HELD during the call. So
 // an implementation must be quick, must never block (hand the event to a bounded queue and return)
 // and must never call back into the Tracer. It must not throw. Never called in a forked child.
 class EventSink {
@@ -217,7 +227,8 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // that race on one uncached tensor may both reduce it: both count). Lock-free.
   int64_t tensor_reductions() const;
   std::optional<NanOrigin> nan_origin() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Forward samples waiting for their device work (not yet in the record). Lock-free.
+  // Forward and backward samples waiting for their device work (not yet in the record).
+  // Lock-free.
   int64_t results_in_flight() const;
 
   // Backward entry points, called by the hooks this class registers (public for them only).
@@ -235,9 +246,13 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
     bool in_use = false;
     uint32_t generation = 0;
     std::vector<TensorInfo> inputs;
+    // Beside `inputs` (deferred sessions): the statistics the device is still computing (null:
+    // already in `inputs`).
+    std::vector<std::shared_ptr<DeferredStats>> input_stats;
     bool inputs_finite = true;
     bool inputs_have_nan = false;
     int64_t step = 0;
+    uint64_t seq = 0;  // Order of BeginCall among the session's calls.
     Clock::time_point start;
     // Gradient edge of the first input that requires grad, captured before the call ran.
     std::shared_ptr<torch::autograd::Node> input_node;
@@ -248,19 +263,46 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
     std::unique_ptr<DeviceTimer> timer;
   };
 
-  // A forward sample waiting for its device work (a CUDA call's end event; a CPU sample in the
-  // deferred mode) before it is aggregated.
+  // A forward sample waiting for its device work (statistics, a CUDA call's end event; a CPU
+  // sample in the deferred mode) before it is aggregated, or a root call's begin/end: what the
+  // NaN origin is decided from, at collection, in push order.
   struct PendingForward {
+    enum class Kind : uint8_t {
+      kSample,     // A declared layer's call (counted in results_in_flight).
+      kRootBegin,  // A root call's inputs (sample.inputs): the model input check.
+      kRootEnd     // A root call ended: the fallback origin of its forward.
+    };
+    Kind kind = Kind::kSample;
     uint64_t epoch = 0;  // Of the Start() it belongs to.
     LayerId layer = kNoLayer;
     int64_t step = 0;
+    uint64_t seq = 0;
+    bool is_root = false;
     ForwardSample sample;
+    // Beside sample.inputs/outputs: statistics still on the device (null: already there).
+    std::vector<std::shared_ptr<DeferredStats>> input_stats;
+    std::vector<std::shared_ptr<DeferredStats>> output_stats;
     std::unique_ptr<DeviceTimer> timer;  // CUDA only: latency from its events.
+  };
+  // A backward sample waiting for its gradients' statistics.
+  struct PendingBackward {
+    uint64_t epoch = 0;
+    LayerId layer = kNoLayer;
+    int64_t step = 0;
+    BackwardSample sample;
+    std::shared_ptr<DeferredStats> out;  // The output gradient's (null: none or in `sample`).
+    std::shared_ptr<DeferredStats> in;   // The input gradient's.
+  };
+  // The cached statistics of one tensor: on the host, or still on the device.
+  struct CachedStats {
+    TensorStats ready;
+    std::shared_ptr<DeferredStats> deferred;  // Non-null: `ready` is unset.
   };
 
   // What BeginCall learns from a call's inputs before it takes mu_.
   struct InputScan {
-    std::vector<TensorInfo> infos;  // Kept only for a declared layer.
+    std::vector<TensorInfo> infos;  // Kept only for a declared layer or a root call.
+    std::vector<std::shared_ptr<DeferredStats>> stats;  // Beside `infos` (null: in `infos`).
     bool finite = true;
     bool have_nan = false;
     std::shared_ptr<torch::autograd::Node> input_node;
@@ -272,6 +314,7 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // What EndCall learns from a call's outputs before it takes mu_.
   struct OutputScan {
     std::vector<TensorInfo> infos;
+    std::vector<std::shared_ptr<DeferredStats>> stats;  // Beside `infos` (null: in `infos`).
     bool finite = true;
     bool have_nan = false;
     const at::Tensor* grad_output = nullptr;  // The first output that requires grad.
@@ -286,7 +329,8 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   CallId OpenCall(LayerId layer, bool is_root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Describes the call's inputs, checks them for NaN/Inf and captures the gradient edge, the CUDA
   // memory and timer. Without mu_.
-  InputScan ScanInputs(LayerId layer, absl::Span<const at::Tensor> inputs) ABSL_LOCKS_EXCLUDED(mu_);
+  InputScan ScanInputs(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Describes the call's outputs. Without mu_.
   OutputScan ScanOutputs(absl::Span<const at::Tensor> outputs) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the inputs' scan into the call (NaN origin bookkeeping); then starts the clock.
@@ -298,10 +342,19 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // is counted).
   void NotifySink(std::string_view cause, absl::FunctionRef<void(EventSink&)> fn) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Describes `t`, reducing it unless this forward already did. Without mu_.
-  TensorInfo Describe(const at::Tensor& t) ABSL_LOCKS_EXCLUDED(mu_);
-  // The statistics of one gradient (nullopt: undefined or failed, counted). Without mu_.
-  std::optional<GradStats> ReduceGrad(const at::Tensor& grad) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `t`'s statistics are computed on its device and collected later (a non-CPU tensor;
+  // every tensor with deferred_cpu).
+  bool Defers(const at::Tensor& t) const { return options_.deferred_cpu || !t.device().is_cpu(); }
+  // Describes `t`, reducing it unless this forward already did. Without mu_. For a tensor that
+  // Defers(), the statistics are launched and `*deferred` says where they will be (the info's
+  // are unset); otherwise `*deferred` is null.
+  TensorInfo Describe(const at::Tensor& t, std::shared_ptr<DeferredStats>* deferred)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The statistics of one gradient, on the host (nullopt: undefined or failed, counted) or, when
+  // it Defers(), launched into `*deferred`. Without mu_.
+  std::optional<GradStats> ReduceGrad(const at::Tensor& grad,
+                                      std::shared_ptr<DeferredStats>* deferred)
+      ABSL_LOCKS_EXCLUDED(mu_);
   CallState* FindCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns the listener set of `node`, attaching our pre-hook (and post-hook if asked) once.
@@ -311,25 +364,30 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   void RegisterBackward(CallState& call, const at::Tensor& output)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DetachHooks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan)
+  void MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a forward sample to the sink, then aggregates it.
   absl::Status AddForwardSample(LayerId layer, int64_t step, ForwardSample sample) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Aggregates a backward sample, then hands it to the sink; counts a failure.
-  void AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample)
+  void AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The hooks' work (tracer_backward.cc). GradReady: the gradients' statistics by slot of the
   // node's inputs (computed before the lock; a slot missing there has none) and the device memory
   // sampled then; under the lock and the guard.
-  using SlotGradStats = std::vector<std::pair<uint32_t, std::optional<GradStats>>>;
+  struct SlotGradStats {
+    uint32_t nr = 0;
+    std::optional<GradStats> ready;
+    std::shared_ptr<DeferredStats> deferred;
+  };
   // Under mu_: the slots of `grads` whose statistics a listener of `node` needs now.
   std::vector<uint32_t> NeededGradSlots(const NodeListeners& node,
                                         const std::vector<at::Tensor>& grads) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
-                       const SlotGradStats& stats, const std::optional<DeviceMemory>& memory,
-                       Clock::time_point enter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                       const std::vector<SlotGradStats>& stats,
+                       const std::optional<DeviceMemory>& memory, Clock::time_point enter)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `memory`: sampled before the lock on the device of the calls that end here (nullopt: none).
   void NodeDoneLocked(NodeListeners& node, const std::optional<DeviceMemory>& memory,
                       Clock::time_point end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -337,12 +395,29 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::optional<c10::Device> NodeDoneDevice(const NodeListeners& node) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TraceRecord SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues the forward sample of a call whose device work is still running (or, deferred_cpu, a
-  // CPU one).
-  void DeferForward(CallState& c, ForwardSample sample) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Aggregates samples taken from pending_ (their device work is done), in order; those of an
-  // earlier Start() are dropped. Takes mu_ (reads the event times before it).
-  void CollectPending(std::vector<PendingForward> done) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The deferred half (tracer_deferred.cc). Queues the forward sample of a call in a deferred
+  // session (device statistics or timing still running; every sample with deferred_cpu).
+  void DeferForward(CallState& c, ForwardSample sample,
+                    std::vector<std::shared_ptr<DeferredStats>> output_stats)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a root call's begin (with its inputs, the model input check) or end, in a deferred
+  // session; not counted in results_in_flight.
+  void PushRootMarker(const CallState& c, PendingForward::Kind kind, std::vector<TensorInfo> inputs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a backward sample whose gradient statistics are on the device.
+  void DeferBackward(const BackwardCall& bc, BackwardSample sample,
+                     std::shared_ptr<DeferredStats> in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One collected forward entry: the NaN origin logic, then the aggregate.
+  void ApplyForward(PendingForward& p) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aggregates results taken from the queues (their device work is done), in push order; those
+  // of an earlier Start() are dropped. Reads the host copies and event times, then takes mu_.
+  void CollectPending(std::vector<PendingForward> forward,
+                      std::vector<PendingBackward> backward) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(collect_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Collects what has completed, never waiting (skipped while another thread collects).
+  void CollectCompleted() const ABSL_LOCKS_EXCLUDED(collect_mu_, mu_);
+  // Collects everything, waiting until `deadline` at most; counts what it drops.
+  void CollectAll(absl::Time deadline) ABSL_LOCKS_EXCLUDED(collect_mu_, mu_);
 
   // Constant after construction.
   const TracerOptions options_;
@@ -355,15 +430,23 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   mutable guest::HookErrors errors_;
   // Its own small mutex, never held while reducing (see stats_cache.h). Emptied when a forward
   // begins (the first call while no call is open) and at Start()/Stop().
-  StatsCache<TensorStats> stats_cache_;
+  StatsCache<CachedStats> stats_cache_;
   // Mirrors of active_ and active_calls_ (written under mu_), read by the hooks before they take
   // it: a hook of a stopped Tracer reduces nothing, and a new forward empties the cache first.
   std::atomic<bool> recording_{false};
   std::atomic<int32_t> open_calls_{0};
+  // Set by Start() with deferred_cpu and by a hook that defers a statistic or a timing: from then
+  // on the session's samples and root calls go through the queue (in order), and the NaN origin
+  // is decided at collection. Read under mu_ after the hook's own writes.
+  std::atomic<bool> deferring_{false};
   // Tensors reduced since Start() (cache hits not counted; two threads racing on one tensor may
   // both reduce it, and both count).
   std::atomic<int64_t> tensor_reductions_{0};
 
+  // Serialises collectors, so that results leave the queues and reach the record in push order.
+  // Held while taking from the queues and applying (then mu_ too); Stop() holds it while it
+  // waits, and other collectors skip (TryLock) rather than wait.
+  mutable absl::Mutex collect_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // Start() count; stale backward hooks compare it.
@@ -374,15 +457,21 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::vector<uint32_t> free_calls_ ABSL_GUARDED_BY(mu_);
   int32_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
+  // Mutable: a deferred session decides it at collection, which const snapshots do.
+  mutable std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
   // First layer of the current root forward that saw a non-finite input (fallback origin).
   std::optional<NanOrigin> origin_candidate_ ABSL_GUARDED_BY(mu_);
+  // The same, at collection in a deferred session (the candidate's BeginCall order).
+  mutable std::optional<NanOrigin> collect_candidate_ ABSL_GUARDED_BY(mu_);
+  mutable uint64_t collect_candidate_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t call_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<const torch::autograd::Node*, std::weak_ptr<NodeListeners>> nodes_
       ABSL_GUARDED_BY(mu_);
   size_t prune_nodes_at_ ABSL_GUARDED_BY(mu_);
   // Thread-safe itself, with its own mutex: pushed under mu_, taken without it (see
   // pending_results.h); mutable so that Snapshot() collects what has completed.
   mutable PendingResults<PendingForward> pending_;
+  mutable PendingResults<PendingBackward> pending_backward_;
   std::atomic<int64_t> results_abandoned_{0};          // Dropped by Stop() after its bounded wait.
   int64_t results_deferred_ ABSL_GUARDED_BY(mu_) = 0;  // Samples queued since Start().
 };

@@ -127,7 +127,7 @@ void Tracer::RegisterBackward(CallState& call, const at::Tensor& output) {
   }
 }
 
-void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample) {
+void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample& sample) const {
   if (absl::Status s = aggregator_.AddBackward(layer, sample); !s.ok()) {
     errors_.Record("add_backward", s.ToString());
     return;
@@ -135,8 +135,20 @@ void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample
   NotifySink("event_sink", [&](EventSink& sink) { sink.OnBackward(layer, step, sample); });
 }
 
-std::optional<GradStats> Tracer::ReduceGrad(const at::Tensor& grad) {
+std::optional<GradStats> Tracer::ReduceGrad(const at::Tensor& grad,
+                                            std::shared_ptr<DeferredStats>* deferred) {
+  deferred->reset();
   if (options_.before_reduce) options_.before_reduce(grad);
+  if (Defers(grad)) {
+    absl::StatusOr<std::shared_ptr<DeferredStats>> launched = DeferredStats::LaunchGrad(grad);
+    if (!launched.ok()) {
+      errors_.Record("grad_stats", launched.status().ToString());
+      return std::nullopt;
+    }
+    deferring_.store(true, std::memory_order_relaxed);
+    *deferred = *std::move(launched);
+    return std::nullopt;
+  }
   absl::StatusOr<GradStats> s = ComputeGradStats(grad);
   if (s.ok()) return *s;
   errors_.Record("grad_stats", s.status().ToString());
@@ -166,11 +178,18 @@ void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& gra
       if (!active_) return;
       slots = NeededGradSlots(node, grads);
     }
-    SlotGradStats stats;
-    std::optional<DeviceMemory> memory;
+    std::optional<DeviceMemory> memory;  // Before our kernels allocate their temporaries.
     for (uint32_t nr : slots) {
-      stats.emplace_back(nr, ReduceGrad(grads[nr]));
-      if (!memory && grads[nr].is_cuda()) memory = SampleDeviceMemory(grads[nr].device());
+      if (grads[nr].is_cuda()) {
+        memory = SampleDeviceMemory(grads[nr].device());
+        break;
+      }
+    }
+    std::vector<SlotGradStats> stats;
+    for (uint32_t nr : slots) {
+      SlotGradStats& slot = stats.emplace_back();
+      slot.nr = nr;
+      slot.ready = ReduceGrad(grads[nr], &slot.deferred);
     }
     absl::MutexLock lock(&mu_);
     if (!active_) return;
@@ -179,19 +198,22 @@ void Tracer::OnGradReady(NodeListeners& node, const std::vector<at::Tensor>& gra
 }
 
 void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>& grads,
-                             const SlotGradStats& stats, const std::optional<DeviceMemory>& memory,
-                             Clock::time_point enter) {
-  auto stats_for = [&](uint32_t nr) -> std::optional<GradStats> {
-    for (const auto& [k, v] : stats) {
-      if (k == nr) return v;
+                             const std::vector<SlotGradStats>& stats,
+                             const std::optional<DeviceMemory>& memory, Clock::time_point enter) {
+  static const SlotGradStats kNone;  // Not needed when the lock was first taken (a newer listener).
+  auto stats_for = [&](uint32_t nr) -> const SlotGradStats& {
+    for (const SlotGradStats& s : stats) {
+      if (s.nr == nr) return s;
     }
-    return std::nullopt;  // Not needed when the lock was first taken (a listener came since).
+    return kNone;
   };
   bool any_started = false;
   // Starts first, so that a call whose output is its input (Identity) starts and ends here.
   for (Listener& l : node.listeners) {
     if (l.role != Listener::Role::kOutput || l.call->epoch != epoch_) continue;
-    l.call->out = stats_for(l.nr);
+    const SlotGradStats& out = stats_for(l.nr);
+    l.call->out = out.ready;
+    l.call->out_stats = out.deferred;
     if (l.nr < grads.size() && grads[l.nr].defined() && grads[l.nr].is_cuda()) {
       l.call->cuda_device = grads[l.nr].device();
       l.call->mem_before = memory;
@@ -204,14 +226,19 @@ void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>&
     if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
     BackwardCall& bc = *l.call;
     BackwardSample sample = StartedSample(bc, enter);
-    if (const std::optional<GradStats> in = stats_for(l.nr)) {
-      sample.grad_in_norm = in->norm;
-      sample.grad_in_mean = in->mean;
-      sample.grad_in_has_nan = in->has_nan;
+    const SlotGradStats& in = stats_for(l.nr);
+    if (in.ready) {
+      sample.grad_in_norm = in.ready->norm;
+      sample.grad_in_mean = in.ready->mean;
+      sample.grad_in_has_nan = in.ready->has_nan;
     }
     SetMemoryDelta(bc.mem_before, memory, &sample);
     bc.started = false;
-    AddBackwardSample(bc.layer, bc.step, sample);
+    if (bc.out_stats != nullptr || in.deferred != nullptr) {
+      DeferBackward(bc, std::move(sample), in.deferred);
+    } else {
+      AddBackwardSample(bc.layer, bc.step, sample);
+    }
   }
   if (any_started) {
     // Our own work in this hook is not part of the layers' backward time.
@@ -267,7 +294,11 @@ void Tracer::NodeDoneLocked(NodeListeners& node, const std::optional<DeviceMemor
     BackwardSample sample = StartedSample(bc, end);
     SetMemoryDelta(bc.mem_before, memory, &sample);
     bc.started = false;
-    AddBackwardSample(bc.layer, bc.step, sample);
+    if (bc.out_stats != nullptr) {
+      DeferBackward(bc, std::move(sample), nullptr);
+    } else {
+      AddBackwardSample(bc.layer, bc.step, sample);
+    }
   }
 }
 

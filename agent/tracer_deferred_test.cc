@@ -144,15 +144,112 @@ TEST_F(TracerDeferredTest, TheNextStepCollectsWhatHasFinished) {
   EXPECT_EQ(tracer_->results_in_flight(), 0);
 }
 
-TEST_F(TracerDeferredTest, NanOriginIsKnownAtTheHookWhileSamplesAreInFlight) {
+TEST_F(TracerDeferredTest, StatisticsAndNanOriginAreKnownOnceCollected) {
   MakeOnFakeDevice();
   Tracer::CallId root = tracer_->BeginCall(Tracer::kNoLayer, true, {at::ones({3})});
   Tracer::CallId ca = tracer_->BeginCall(a_, false, {at::ones({3})});
   tracer_->EndCall(ca, {at::full({3}, std::numeric_limits<float>::quiet_NaN())});
   tracer_->EndCall(root, {});
-  ASSERT_TRUE(tracer_->nan_origin().has_value());
-  EXPECT_EQ(tracer_->nan_origin()->layer, "a");
+  // The hook decided nothing: the statistics are "on the device".
+  EXPECT_FALSE(tracer_->nan_origin().has_value());
   EXPECT_EQ(Forwards(tracer_->Snapshot(), "a"), 0);
+  device_.Finish(0);
+  const TraceRecord r = tracer_->Snapshot();
+  ASSERT_TRUE(r.metadata.nan_origin.has_value());
+  EXPECT_EQ(r.metadata.nan_origin->layer, "a");
+  EXPECT_EQ(r.metadata.nan_origin->step, 0);
+  EXPECT_TRUE(r.metadata.nan_origin->is_nan);
+  ASSERT_EQ(r.FindLayer("a")->outputs.size(), 1u);
+  ASSERT_TRUE(r.FindLayer("a")->outputs[0].stats.has_value());
+  EXPECT_EQ(r.FindLayer("a")->outputs[0].stats->nan_count, 3);
+  EXPECT_DOUBLE_EQ(*r.FindLayer("a")->inputs[0].stats->mean, 1.0);
+}
+
+TEST_F(TracerDeferredTest, NanOriginIsTheEarliestInForwardOrderWhateverFinishesFirst) {
+  MakeOnFakeDevice();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Step(at::randn({2, 3}));  // Step 0: finite (work 0, 1).
+  // Step 1: a's input is finite, its output NaN (work 2).
+  Tracer::CallId root = tracer_->BeginCall(Tracer::kNoLayer, true, {at::ones({2})});
+  Tracer::CallId ca = tracer_->BeginCall(a_, false, {at::ones({2})});
+  at::Tensor h = at::full({2}, nan);
+  tracer_->EndCall(ca, {h});
+  tracer_->EndCall(root, {h});
+  Step(at::full({2, 3}, nan));  // Step 2: a NaN model input, a later origin (work 3, 4).
+  ASSERT_EQ(device_.made(), 5u);
+  device_.Finish(4);  // The last work finishes first: nothing leaves before step 0's.
+  device_.Finish(3);
+  EXPECT_FALSE(tracer_->Snapshot().metadata.nan_origin.has_value());
+  for (size_t i = 0; i < 3; ++i) device_.Finish(i);
+  const std::optional<NanOrigin> origin = tracer_->Snapshot().metadata.nan_origin;
+  ASSERT_TRUE(origin.has_value());
+  EXPECT_EQ(origin->layer, "a");
+  EXPECT_EQ(origin->step, 1);
+  EXPECT_EQ(tracer_->nan_origin(), origin);
+}
+
+TEST_F(TracerDeferredTest, ModelInputIsTheOriginAtCollection) {
+  Make({});  // Ready at once; collected by the next Snapshot().
+  at::Tensor x = at::randn({4});
+  x[1] = std::numeric_limits<float>::infinity();
+  Step(x);
+  EXPECT_FALSE(tracer_->nan_origin().has_value());
+  const std::optional<NanOrigin> origin = tracer_->Snapshot().metadata.nan_origin;
+  ASSERT_TRUE(origin.has_value());
+  EXPECT_EQ(origin->layer, NanOrigin::kModelInput);
+  EXPECT_FALSE(origin->is_nan);
+}
+
+TEST_F(TracerDeferredTest, ValueFromBetweenModulesNamesTheFirstLayerThatSawIt) {
+  Make({});
+  // c contains b; c sees the NaN first (in call order) though b ends first.
+  const Tracer::LayerId c = *tracer_->DeclareLayer({"c", "Seq", "c", 1, 0});
+  at::Tensor x = at::ones({3});
+  Tracer::CallId root = tracer_->BeginCall(Tracer::kNoLayer, true, {x});
+  Tracer::CallId ca = tracer_->BeginCall(a_, false, {x});
+  at::Tensor h = x * 2;
+  tracer_->EndCall(ca, {h});
+  at::Tensor bad = h * std::numeric_limits<float>::quiet_NaN();  // Code between modules.
+  Tracer::CallId cc = tracer_->BeginCall(c, false, {bad});
+  Tracer::CallId cb = tracer_->BeginCall(b_, false, {bad});
+  at::Tensor y = at::relu(bad);
+  tracer_->EndCall(cb, {y});
+  tracer_->EndCall(cc, {y});
+  tracer_->EndCall(root, {y});
+  const std::optional<NanOrigin> origin = tracer_->Snapshot().metadata.nan_origin;
+  ASSERT_TRUE(origin.has_value());
+  EXPECT_EQ(origin->layer, "c");
+  EXPECT_EQ(origin->step, 0);
+}
+
+TEST_F(TracerDeferredTest, ATensorSeenAgainInOneForwardIsReducedOnce) {
+  Make({});
+  Step(at::randn({4, 8}));  // x (root, a), h (a, b), y (b, root): three tensors.
+  EXPECT_EQ(tracer_->tensor_reductions(), 3);
+  const TraceRecord r = tracer_->Snapshot();
+  ASSERT_TRUE(r.FindLayer("b")->inputs[0].stats.has_value());
+  EXPECT_EQ(r.FindLayer("b")->inputs[0].stats, r.FindLayer("a")->outputs[0].stats);
+}
+
+TEST_F(TracerDeferredTest, GradientStatisticsAreCollectedLater) {
+  Make({});
+  at::Tensor w = at::full({4}, 3.0).requires_grad_(true);
+  at::Tensor x = at::ones({4}).requires_grad_(true);
+  Tracer::CallId root = tracer_->BeginCall(Tracer::kNoLayer, true, {x});
+  Tracer::CallId ca = tracer_->BeginCall(a_, false, {x});
+  at::Tensor h = x * w;
+  tracer_->EndCall(ca, {h});
+  tracer_->EndCall(root, {h});
+  h.sum().backward();
+  EXPECT_GE(tracer_->results_in_flight(), 2);  // a's forward and its backward.
+  const TraceRecord r = tracer_->Snapshot();
+  EXPECT_EQ(tracer_->results_in_flight(), 0);
+  const LayerTrace* a = r.FindLayer("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->backward_count, 1);
+  ASSERT_TRUE(a->grad_norm.has_value());
+  EXPECT_DOUBLE_EQ(*a->grad_norm, 2.0);  // d(sum)/dh = ones(4): norm 2.
+  EXPECT_EQ(tracer_->hook_errors(), 0);
 }
 
 TEST_F(TracerDeferredTest, StopCollectsWorkThatFinishesWhileItWaits) {

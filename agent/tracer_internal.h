@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent/cuda_support.h"
+#include "agent/deferred_stats.h"
 #include "agent/stats.h"
 #include "agent/tracer.h"
 
@@ -35,6 +36,7 @@ struct BackwardCall {
   bool started = false;
   std::chrono::steady_clock::time_point start;
   std::optional<GradStats> out;
+  std::shared_ptr<DeferredStats> out_stats;  // Instead of `out`: still on the device.
   std::optional<c10::Device> cuda_device;
   std::optional<DeviceMemory> mem_before;  // CUDA only.
 };
@@ -61,6 +63,15 @@ inline constexpr size_t kMinNodePrune = 4096;
 
 inline double Ms(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// With statistics off only the counts were computed: they go beside the (absent) statistics.
+inline void Attach(const TensorStats& stats, StatsMode mode, TensorInfo* info) {
+  if (mode == StatsMode::kFull) {
+    info->stats = stats;
+  } else {
+    info->nonfinite = NonFiniteCounts{.nan_count = stats.nan_count, .inf_count = stats.inf_count};
+  }
 }
 
 // Fills the sample's memory deltas from `before` and `after`, both sampled (on one device)
