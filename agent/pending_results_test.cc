@@ -55,6 +55,29 @@ TEST(PendingResultsTest, ReadyResultsLeaveInPushOrder) {
   EXPECT_TRUE(pending.TakeCompleted().empty());
 }
 
+TEST(PendingResultsTest, UncountedMarkersKeepTheirPlaceButAreNotInFlight) {
+  PendingResults<int> pending;
+  pending.Push(std::make_unique<ReadyCompletion>(), 0, /*counted=*/false);
+  pending.Push(std::make_unique<NeverCompletion>(), 1);
+  pending.Push(std::make_unique<NeverCompletion>(), 2, /*counted=*/false);
+  pending.Push(std::make_unique<ReadyCompletion>(), 3);
+  EXPECT_EQ(pending.in_flight(), 2);
+  EXPECT_EQ(pending.queued(), 4);
+  EXPECT_EQ(pending.TakeCompleted(), (std::vector<int>{0}));  // 1 holds back 2 and 3.
+  EXPECT_EQ(pending.in_flight(), 2);
+  EXPECT_EQ(pending.queued(), 3);
+  int64_t abandoned = 0;
+  EXPECT_EQ(pending.TakeAll(absl::Now(), &abandoned), (std::vector<int>{3}));
+  EXPECT_EQ(abandoned, 1);  // The marker 2 is dropped too, but not counted.
+  EXPECT_EQ(pending.in_flight(), 0);
+  EXPECT_EQ(pending.queued(), 0);
+  pending.Push(std::make_unique<NeverCompletion>(), 4, /*counted=*/false);
+  pending.Push(std::make_unique<NeverCompletion>(), 5);
+  pending.Clear();
+  EXPECT_EQ(pending.in_flight(), 0);
+  EXPECT_EQ(pending.queued(), 0);
+}
+
 TEST(PendingResultsTest, UnfinishedWorkHoldsBackLaterResults) {
   PendingResults<std::string> pending;
   auto first = std::make_shared<absl::Notification>();
