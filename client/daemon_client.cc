@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -292,10 +294,14 @@ class DaemonClient::Impl {
     return true;
   }
 
-  // Encodes and writes the taken layers and events; on failure they count as dropped.
+  // Encodes and writes the taken layers and events. Every batch frame gets the stream position of
+  // its first event and goes into the replay buffer; a frame a broken connection cut short is
+  // written again after the reconnect (or, out of the buffer, counted as lost by the daemon).
   void SendTaken(absl::Time deadline) {
-    const uint64_t events = send_forward_.size() + send_backward_.size();
+    const uint64_t taken = send_forward_.size() + send_backward_.size();
     uint64_t batches = 0;
+    uint64_t oversized = 0;
+    const uint64_t first_position = next_event_;
     out_.clear();
     for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
       const size_t n = std::min(kLayersPerTableFrame, send_layers_.size() - i);
@@ -306,12 +312,14 @@ class DaemonClient::Impl {
       absl::MutexLock lock(&mu_);
       dropped = stats_.dropped_events;
     }
+    frame_ends_.clear();
     if (send_op_graph_.has_value()) {
       // A batch of its own, with the origin it explains; dropped when it cannot fit in a frame.
       wire::BatchFields fields;
       fields.dropped_events = dropped;
       fields.nan_origin = send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
       fields.op_graph_json = *send_op_graph_;
+      fields.first_event = next_event_;
       size_t need = send_op_graph_->size() + 64;  // Tags, lengths, sequence, drop count.
       if (fields.nan_origin != nullptr) {
         const NanOrigin& o = *fields.nan_origin;
@@ -319,30 +327,38 @@ class DaemonClient::Impl {
       }
       if (need <= options_.max_frame_bytes) {
         fields.sequence = ++sequence_;
+        const size_t begin = out_.size();
         wire::AppendEventBatchFrame(fields, {}, {}, options_.max_frame_bytes, &out_);
+        frame_ends_.push_back({begin, out_.size(), fields.sequence, next_event_, 0});
         send_nan_origin_.reset();
       }
       send_op_graph_.reset();
     }
     absl::Span<const ForwardEvent> fwd(send_forward_);
     absl::Span<const BackwardEvent> bwd(send_backward_);
-    frame_ends_.clear();
     bool first = true;
     while (!fwd.empty() || !bwd.empty() || (first && send_nan_origin_.has_value())) {
       wire::BatchFields fields;
       fields.sequence = ++sequence_;
       fields.dropped_events = dropped;
       fields.nan_origin = first && send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
+      fields.first_event = next_event_;
       first = false;
       // Bound events per frame by max_batch_events as well as by bytes.
       const size_t f_take = std::min(fwd.size(), options_.max_batch_events);
       const size_t b_take = std::min(bwd.size(), options_.max_batch_events - f_take);
+      const size_t begin = out_.size();
       wire::BatchResult r = wire::AppendEventBatchFrame(
           fields, fwd.first(f_take), bwd.first(b_take), options_.max_frame_bytes, &out_);
       fwd.remove_prefix(r.forward_used);
       bwd.remove_prefix(r.backward_used);
-      frame_ends_.push_back({out_.size(), r.forward_used + r.backward_used});
-      ++batches;
+      oversized += r.forward_oversized;
+      const uint64_t events = r.forward_used - r.forward_oversized + r.backward_used;
+      if (out_.size() > begin) {
+        frame_ends_.push_back({begin, out_.size(), fields.sequence, next_event_, events});
+        next_event_ += events;
+        ++batches;
+      }
       if (r.forward_used == 0 && r.backward_used == 0) break;  // Cannot happen; never spin.
     }
     send_layers_.clear();
@@ -350,27 +366,55 @@ class DaemonClient::Impl {
     send_forward_.clear();
     send_backward_.clear();
 
-    size_t written = 0;
-    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline, &written)
+    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline)
                                          : absl::UnavailableError("not connected to tracetorchd");
-    // The events of every frame written whole count as sent even when a later one broke the
-    // connection: the daemon may have applied (and made durable) those, and on resume it counts
-    // whatever sent events it does not hold as lost. Events of a frame cut short are dropped here.
-    uint64_t sent = 0;
-    for (const FrameEnd& f : frame_ends_) {
-      if (f.end_offset <= written) sent += f.events;
+    if (options_.replay_capacity > 0 && daemon_acks_) {
+      for (const FrameEnd& f : frame_ends_) {
+        replay_.push_back(
+            {f.sequence, f.first_event, f.events, out_.substr(f.begin, f.end - f.begin)});
+        replay_events_ += f.events;
+        replay_bytes_ += f.end - f.begin;
+      }
     }
+    const uint64_t evicted = TrimReplay();
     {
       absl::MutexLock lock(&mu_);
-      finished_ += events;
-      stats_.sent_events += sent;
-      stats_.dropped_events += events - sent;
+      finished_ += taken;
+      stats_.sent_events += next_event_ - first_position;
+      stats_.dropped_events += oversized;
+      stats_.replay_evicted_events += evicted;
+      stats_.replay_held_events = replay_events_;
       if (s.ok()) {
         stats_.batches_sent += batches;
         stats_.bytes_sent += out_.size();
       }
     }
     if (!s.ok()) Disconnect(s.message());
+  }
+
+  // Drops the oldest held frames beyond the buffer's bounds; returns their events.
+  uint64_t TrimReplay() {
+    uint64_t evicted = 0;
+    while (!replay_.empty() && (replay_events_ > options_.replay_capacity ||
+                                replay_bytes_ > options_.replay_max_bytes)) {
+      evicted += replay_.front().events;
+      Forget();
+    }
+    return evicted;
+  }
+
+  void Forget() {
+    replay_events_ -= replay_.front().events;
+    replay_bytes_ -= replay_.front().frame.size();
+    replay_.pop_front();
+  }
+
+  // The daemon holds every batch up to `sequence` on disk.
+  void Acknowledged(uint64_t sequence, uint64_t events) {
+    while (!replay_.empty() && replay_.front().sequence <= sequence) Forget();
+    absl::MutexLock lock(&mu_);
+    stats_.durable_events = std::max(stats_.durable_events, events);
+    stats_.replay_held_events = replay_events_;
   }
 
   bool SendEnd(absl::Time deadline) {
@@ -429,7 +473,10 @@ class DaemonClient::Impl {
       layers_sent_ = layers_.size();
       resume = session_id_;
       hello.dropped_events = stats_.dropped_events;
-      hello.sent_events = stats_.sent_events;
+    }
+    hello.sent_events = next_event_;
+    if (options_.replay_capacity > 0) {
+      hello.replay_first_event = replay_.empty() ? next_event_ : replay_.front().first_event;
     }
     hello.identity = &options_.identity;
     hello.resume_session_id = resume;
@@ -441,6 +488,7 @@ class DaemonClient::Impl {
     }
     absl::Status s = socket_->WriteAll(out_, deadline);
     if (s.ok()) s = AwaitWelcome(deadline);
+    if (s.ok()) s = Resend(deadline);
     if (!s.ok()) {
       CloseSocket();
       absl::MutexLock lock(&mu_);
@@ -461,15 +509,43 @@ class DaemonClient::Impl {
       if (reply->has_value()) {
         const wire::DaemonReply& r = **reply;
         if (r.kind == wire::DaemonReply::Kind::kWelcome) {
-          absl::MutexLock lock(&mu_);
-          session_id_ = r.session_id;
+          std::string previous;
+          {
+            absl::MutexLock lock(&mu_);
+            previous = session_id_;
+            session_id_ = r.session_id;
+          }
+          if (!r.resumed || r.session_id != previous) {
+            // A new session (the first, or the daemon would not continue the old one): its stream
+            // starts at 0, and what was held for the old one is no longer anyone's.
+            next_event_ = 0;
+            replay_.clear();
+            replay_events_ = 0;
+            replay_bytes_ = 0;
+          }
+          // An older daemon acknowledges nothing and would count a re-sent event twice.
+          daemon_acks_ = r.durable_sequence.has_value();
+          if (!daemon_acks_) {
+            replay_.clear();
+            replay_events_ = 0;
+            replay_bytes_ = 0;
+          } else {
+            Acknowledged(*r.durable_sequence, r.durable_events);
+          }
           return absl::OkStatus();
         }
         if (r.kind == wire::DaemonReply::Kind::kError) {
-          absl::MutexLock lock(&mu_);
-          ++stats_.daemon_errors;
-          return absl::Status(static_cast<absl::StatusCode>(r.code),
-                              absl::StrCat("tracetorchd refused the session: ", r.message));
+          absl::Status refused(static_cast<absl::StatusCode>(r.code),
+                               absl::StrCat("tracetorchd refused the session: ", r.message));
+          bool first_of_its_kind;
+          {
+            absl::MutexLock lock(&mu_);
+            ++stats_.daemon_errors;
+            ++stats_.refused_handshakes;
+            first_of_its_kind = logged_refusals_.insert(r.code).second;
+          }
+          if (first_of_its_kind) Log(refused);
+          return refused;
         }
         continue;
       }
@@ -477,6 +553,24 @@ class DaemonClient::Impl {
         return absl::UnavailableError("tracetorchd did not answer the Hello in time");
       }
     }
+  }
+
+  // Writes again the held frames the daemon's Welcome did not acknowledge, oldest first.
+  absl::Status Resend(absl::Time deadline) {
+    if (replay_.empty()) return absl::OkStatus();
+    out_.clear();
+    uint64_t events = 0;
+    for (const Replayed& r : replay_) {
+      out_.append(r.frame);
+      events += r.events;
+    }
+    absl::Status s = socket_->WriteAll(out_, deadline);
+    if (s.ok()) {
+      absl::MutexLock lock(&mu_);
+      stats_.resent_events += events;
+      stats_.replay_held_events = replay_events_;
+    }
+    return s;
   }
 
   // The next complete reply, without waiting; nullopt when none is complete yet; an error when the
@@ -499,6 +593,10 @@ class DaemonClient::Impl {
         return;
       }
       if (!reply->has_value()) return;
+      if ((*reply)->kind == wire::DaemonReply::Kind::kDurable) {
+        Acknowledged((*reply)->durable_sequence.value_or(0), (*reply)->durable_events);
+        continue;
+      }
       if ((*reply)->kind == wire::DaemonReply::Kind::kError) {
         {
           absl::MutexLock lock(&mu_);
@@ -523,6 +621,17 @@ class DaemonClient::Impl {
 
   void CloseSocket() { socket_.reset(); }
 
+  // One line for the host program's log: options_.log, else stderr.
+  void Log(const absl::Status& status) {
+    const std::string line =
+        absl::StrCat("tracetorch: ", status.message(), " (", socket_path_, "; retrying)");
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+
   const DaemonClientOptions options_;
   const std::string socket_path_;
 
@@ -535,11 +644,26 @@ class DaemonClient::Impl {
   std::vector<LayerDecl> send_layers_;
   std::optional<NanOrigin> send_nan_origin_;
   struct FrameEnd {
-    size_t end_offset;  // In out_, just past the frame.
+    size_t begin;  // In out_: where the frame starts and ends.
+    size_t end;
+    uint64_t sequence;
+    uint64_t first_event;
     uint64_t events;
   };
   std::vector<FrameEnd> frame_ends_;  // The event batch frames in out_.
   std::optional<std::string> send_op_graph_;
+  // The replay buffer: batch frames written and not yet acknowledged durable, oldest first.
+  struct Replayed {
+    uint64_t sequence;
+    uint64_t first_event;
+    uint64_t events;
+    std::string frame;  // Header and AgentMessage, as first written.
+  };
+  std::deque<Replayed> replay_;
+  uint64_t replay_events_ = 0;
+  uint64_t replay_bytes_ = 0;
+  uint64_t next_event_ = 0;   // The session's stream position of the next event batched.
+  bool daemon_acks_ = false;  // The daemon's latest Welcome had a durable point.
 
   std::thread thread_;
   absl::Notification sender_done_;
@@ -565,6 +689,7 @@ class DaemonClient::Impl {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<int32_t> logged_refusals_ ABSL_GUARDED_BY(mu_);  // Status codes logged.
   DaemonClientStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
