@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -21,7 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/batch_frames.h"
 #include "client/frame_socket.h"
+#include "client/replay_buffer.h"
 #include "guest/backoff.h"
 #include "protocol/address.h"
 #include "protocol/wire.h"
@@ -47,7 +48,9 @@ constexpr size_t kLayersPerTableFrame = 4096;
 class DaemonClient::Impl {
  public:
   Impl(DaemonClientOptions options, std::string socket_path)
-      : options_(std::move(options)), socket_path_(std::move(socket_path)) {}
+      : options_(std::move(options)),
+        socket_path_(std::move(socket_path)),
+        replay_(options_.replay_capacity, options_.replay_max_bytes) {}
 
   ~Impl() {
     if (thread_.joinable()) thread_.join();
@@ -299,8 +302,6 @@ class DaemonClient::Impl {
   // written again after the reconnect (or, out of the buffer, counted as lost by the daemon).
   void SendTaken(absl::Time deadline) {
     const uint64_t taken = send_forward_.size() + send_backward_.size();
-    uint64_t batches = 0;
-    uint64_t oversized = 0;
     const uint64_t first_position = next_event_;
     out_.clear();
     for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
@@ -313,54 +314,13 @@ class DaemonClient::Impl {
       dropped = stats_.dropped_events;
     }
     frame_ends_.clear();
-    if (send_op_graph_.has_value()) {
-      // A batch of its own, with the origin it explains; dropped when it cannot fit in a frame.
-      wire::BatchFields fields;
-      fields.dropped_events = dropped;
-      fields.nan_origin = send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
-      fields.op_graph_json = *send_op_graph_;
-      fields.first_event = next_event_;
-      size_t need = send_op_graph_->size() + 64;  // Tags, lengths, sequence, drop count.
-      if (fields.nan_origin != nullptr) {
-        const NanOrigin& o = *fields.nan_origin;
-        need += o.layer.size() + o.op.size() + o.op_func.size() + o.op_module.size() + 32;
-      }
-      if (need <= options_.max_frame_bytes) {
-        fields.sequence = ++sequence_;
-        const size_t begin = out_.size();
-        wire::AppendEventBatchFrame(fields, {}, {}, options_.max_frame_bytes, &out_);
-        frame_ends_.push_back({begin, out_.size(), fields.sequence, next_event_, 0});
-        send_nan_origin_.reset();
-      }
-      send_op_graph_.reset();
-    }
-    absl::Span<const ForwardEvent> fwd(send_forward_);
-    absl::Span<const BackwardEvent> bwd(send_backward_);
-    bool first = true;
-    while (!fwd.empty() || !bwd.empty() || (first && send_nan_origin_.has_value())) {
-      wire::BatchFields fields;
-      fields.sequence = ++sequence_;
-      fields.dropped_events = dropped;
-      fields.nan_origin = first && send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
-      fields.first_event = next_event_;
-      first = false;
-      // Bound events per frame by max_batch_events as well as by bytes.
-      const size_t f_take = std::min(fwd.size(), options_.max_batch_events);
-      const size_t b_take = std::min(bwd.size(), options_.max_batch_events - f_take);
-      const size_t begin = out_.size();
-      wire::BatchResult r = wire::AppendEventBatchFrame(
-          fields, fwd.first(f_take), bwd.first(b_take), options_.max_frame_bytes, &out_);
-      fwd.remove_prefix(r.forward_used);
-      bwd.remove_prefix(r.backward_used);
-      oversized += r.forward_oversized;
-      const uint64_t events = r.forward_used - r.forward_oversized + r.backward_used;
-      if (out_.size() > begin) {
-        frame_ends_.push_back({begin, out_.size(), fields.sequence, next_event_, events});
-        next_event_ += events;
-        ++batches;
-      }
-      if (r.forward_used == 0 && r.backward_used == 0) break;  // Cannot happen; never spin.
-    }
+    TakenEvents taken_events{send_forward_, send_backward_,
+                             send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr,
+                             send_op_graph_.has_value() ? &*send_op_graph_ : nullptr, dropped};
+    const BatchFramesResult framed =
+        AppendBatchFrames(taken_events, options_.max_batch_events, options_.max_frame_bytes,
+                          &sequence_, &next_event_, &out_, &frame_ends_);
+    send_op_graph_.reset();
     send_layers_.clear();
     send_nan_origin_.reset();
     send_forward_.clear();
@@ -368,53 +328,34 @@ class DaemonClient::Impl {
 
     absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline)
                                          : absl::UnavailableError("not connected to tracetorchd");
+    uint64_t evicted = 0;
     if (options_.replay_capacity > 0 && daemon_acks_) {
-      for (const FrameEnd& f : frame_ends_) {
-        replay_.push_back(
-            {f.sequence, f.first_event, f.events, out_.substr(f.begin, f.end - f.begin)});
-        replay_events_ += f.events;
-        replay_bytes_ += f.end - f.begin;
+      for (const BatchFrame& f : frame_ends_) {
+        evicted += replay_.Add(f.sequence, f.first_event, f.events,
+                               std::string_view(out_).substr(f.begin, f.end - f.begin));
       }
     }
-    const uint64_t evicted = TrimReplay();
     {
       absl::MutexLock lock(&mu_);
       finished_ += taken;
       stats_.sent_events += next_event_ - first_position;
-      stats_.dropped_events += oversized;
+      stats_.dropped_events += framed.oversized;
       stats_.replay_evicted_events += evicted;
-      stats_.replay_held_events = replay_events_;
+      stats_.replay_held_events = replay_.events();
       if (s.ok()) {
-        stats_.batches_sent += batches;
+        stats_.batches_sent += framed.batches;
         stats_.bytes_sent += out_.size();
       }
     }
     if (!s.ok()) Disconnect(s.message());
   }
 
-  // Drops the oldest held frames beyond the buffer's bounds; returns their events.
-  uint64_t TrimReplay() {
-    uint64_t evicted = 0;
-    while (!replay_.empty() && (replay_events_ > options_.replay_capacity ||
-                                replay_bytes_ > options_.replay_max_bytes)) {
-      evicted += replay_.front().events;
-      Forget();
-    }
-    return evicted;
-  }
-
-  void Forget() {
-    replay_events_ -= replay_.front().events;
-    replay_bytes_ -= replay_.front().frame.size();
-    replay_.pop_front();
-  }
-
   // The daemon holds every batch up to `sequence` on disk.
   void Acknowledged(uint64_t sequence, uint64_t events) {
-    while (!replay_.empty() && replay_.front().sequence <= sequence) Forget();
+    replay_.Acknowledge(sequence);
     absl::MutexLock lock(&mu_);
     stats_.durable_events = std::max(stats_.durable_events, events);
-    stats_.replay_held_events = replay_events_;
+    stats_.replay_held_events = replay_.events();
   }
 
   bool SendEnd(absl::Time deadline) {
@@ -476,7 +417,7 @@ class DaemonClient::Impl {
     }
     hello.sent_events = next_event_;
     if (options_.replay_capacity > 0) {
-      hello.replay_first_event = replay_.empty() ? next_event_ : replay_.front().first_event;
+      hello.replay_first_event = replay_.FirstEvent(next_event_);
     }
     hello.identity = &options_.identity;
     hello.resume_session_id = resume;
@@ -519,16 +460,12 @@ class DaemonClient::Impl {
             // A new session (the first, or the daemon would not continue the old one): its stream
             // starts at 0, and what was held for the old one is no longer anyone's.
             next_event_ = 0;
-            replay_.clear();
-            replay_events_ = 0;
-            replay_bytes_ = 0;
+            replay_.Clear();
           }
           // An older daemon acknowledges nothing and would count a re-sent event twice.
           daemon_acks_ = r.durable_sequence.has_value();
           if (!daemon_acks_) {
-            replay_.clear();
-            replay_events_ = 0;
-            replay_bytes_ = 0;
+            replay_.Clear();
           } else {
             Acknowledged(*r.durable_sequence, r.durable_events);
           }
@@ -559,16 +496,12 @@ class DaemonClient::Impl {
   absl::Status Resend(absl::Time deadline) {
     if (replay_.empty()) return absl::OkStatus();
     out_.clear();
-    uint64_t events = 0;
-    for (const Replayed& r : replay_) {
-      out_.append(r.frame);
-      events += r.events;
-    }
+    const uint64_t events = replay_.AppendAll(&out_);
     absl::Status s = socket_->WriteAll(out_, deadline);
     if (s.ok()) {
       absl::MutexLock lock(&mu_);
       stats_.resent_events += events;
-      stats_.replay_held_events = replay_events_;
+      stats_.replay_held_events = replay_.events();
     }
     return s;
   }
@@ -643,25 +576,9 @@ class DaemonClient::Impl {
   std::vector<BackwardEvent> send_backward_;
   std::vector<LayerDecl> send_layers_;
   std::optional<NanOrigin> send_nan_origin_;
-  struct FrameEnd {
-    size_t begin;  // In out_: where the frame starts and ends.
-    size_t end;
-    uint64_t sequence;
-    uint64_t first_event;
-    uint64_t events;
-  };
-  std::vector<FrameEnd> frame_ends_;  // The event batch frames in out_.
+  std::vector<BatchFrame> frame_ends_;  // The event batch frames in out_.
   std::optional<std::string> send_op_graph_;
-  // The replay buffer: batch frames written and not yet acknowledged durable, oldest first.
-  struct Replayed {
-    uint64_t sequence;
-    uint64_t first_event;
-    uint64_t events;
-    std::string frame;  // Header and AgentMessage, as first written.
-  };
-  std::deque<Replayed> replay_;
-  uint64_t replay_events_ = 0;
-  uint64_t replay_bytes_ = 0;
+  ReplayBuffer replay_;       // Batch frames written and not yet acknowledged durable.
   uint64_t next_event_ = 0;   // The session's stream position of the next event batched.
   bool daemon_acks_ = false;  // The daemon's latest Welcome had a durable point.
 
