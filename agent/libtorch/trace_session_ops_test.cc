@@ -198,6 +198,23 @@ TEST(TraceSessionOps, CppTrainingLoopNamesThePlantedOp) {
   EXPECT_TRUE((*session)->record().op_graph_json.empty());
 }
 
+TEST(TraceSessionOps, AbsentDaemonKeepsTheGraphInTheRecord) {
+  torch::manual_seed(5);
+  LogNet net;
+  TraceSessionOptions options;
+  options.ops = OpCapture::kOnNan;
+  options.daemon_address = ::testing::TempDir() + "/ops_no_daemon_here.sock";
+  auto session = TraceSession::Create(*net, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Start().ok());
+  for (int64_t step = 0; step <= kNanStep; ++step) net->forward(StepInput(step));
+  (void)(*session)->Stop();  // The stream's end times out: no daemon.
+  const TraceRecord r = (*session)->record();
+  EXPECT_FALSE(r.op_graph_json.empty());
+  ASSERT_TRUE(r.metadata.nan_origin.has_value());
+  EXPECT_EQ(r.metadata.nan_origin->op_func, "log");
+}
+
 TEST(TraceSessionOps, OffByDefaultAndUnknownModesAreRejected) {
   torch::manual_seed(4);
   LogNet net;
