@@ -86,6 +86,9 @@ absl::Status CaptureEngine::Install() {
   stack_.clear();
   scopes_.clear();
   hierarchy_cache_.clear();
+  in_op_start_ = false;
+  hand_over_op_ = false;
+  handed_op_.reset();
   try {
     tree_.IndexTensors();
     at::RecordFunctionCallback cb(&StartTrampoline, &EndTrampoline);
@@ -108,7 +111,10 @@ void CaptureEngine::Uninstall() {
   {
     at::DisableRecordFunctionGuard no_callbacks;
     CloseAll();
+    if (watch_ != nullptr) Guard("ops_stop", [&] { watch_->AbortStep(); });
   }
+  handed_op_.reset();
+  ops_sink_.reset();
   Guard("remove_callback", [&] { at::removeCallback(handle_); });
   handle_ = at::INVALID_CALLBACK_HANDLE;
   installed_ = false;
@@ -147,8 +153,7 @@ void CaptureEngine::OnStart(const at::RecordFunction& fn) {
       Frame f;
       f.node = 0;
       f.scoped = true;
-      f.opened = true;
-      f.call = tracer_->BeginCall(tree_.node(0).layer, /*is_root=*/true, inputs_);
+      OpenFrame(f);
       stack_.push_back(std::move(f));
       scopes_.push_back(0);
       script_root_open_ = true;
@@ -184,8 +189,18 @@ void CaptureEngine::OnStart(const at::RecordFunction& fn) {
     return;
   }
   CollectInputs(fn);
+  // OpenFrame sets hand_over_op_ when this operator begins the op watch's step. The flags are
+  // reset however this ends (a failure is caught by the trampoline's guard).
+  struct ResetFlags {
+    CaptureEngine* e;
+    ~ResetFlags() { e->in_op_start_ = e->hand_over_op_ = false; }
+  } reset{this};
+  hand_over_op_ = false;
+  in_op_start_ = true;
   TransitionTo(target);
   op_marks_.back() = static_cast<int32_t>(stack_.size());
+  if (hand_over_op_ && watch_ != nullptr)
+    handed_op_ = watch_->StartOp(fn);  // Its recorder missed it.
 }
 
 void CaptureEngine::CloseIfMutated(const at::RecordFunction& fn) {
@@ -234,6 +249,10 @@ void CaptureEngine::OnEnd(const at::RecordFunction& fn) {
       break;
   }
   --op_depth_;
+  if (handed_op_ != nullptr) {
+    at::DisableRecordFunctionGuard no_callbacks;
+    watch_->EndOp(fn, std::move(handed_op_));
+  }
   if (op_marks_.empty()) return;
   const int32_t frames = op_marks_.back();
   op_marks_.pop_back();
@@ -375,18 +394,98 @@ void CaptureEngine::TransitionTo(int32_t target) {
   for (size_t i = keep; i < path_.size(); ++i) {
     Frame f;
     f.node = path_[i];
-    f.opened = true;
-    f.call = tracer_->BeginCall(tree_.node(f.node).layer, f.node == 0, inputs_);
+    OpenFrame(f);
     stack_.push_back(std::move(f));
   }
 }
 
 void CaptureEngine::OpenPending() {
   for (Frame& f : stack_) {
-    if (f.opened) continue;
-    f.opened = true;
-    f.call = tracer_->BeginCall(tree_.node(f.node).layer, f.node == 0, inputs_);
+    if (!f.opened) OpenFrame(f);
   }
+}
+
+void CaptureEngine::OpenFrame(Frame& f) {
+  f.opened = true;
+  f.pass = -1;
+  f.call = tracer_->BeginCall(tree_.node(f.node).layer, f.node == 0, inputs_);
+  if (watch_ == nullptr || f.call == agent::Tracer::kNoCall) return;
+  Guard("ops_begin", [&] {
+    if (f.node != 0) {
+      const ModuleNode& n = tree_.node(f.node);
+      f.pass = watch_->PushModule(n.full_name, n.type, inputs_, n.params);
+      return;
+    }
+    const int64_t skipped = watch_->skipped_steps();
+    watch_->BeginStep(tracer_->steps() - 1, inputs_);
+    if (watch_->recording() && in_op_start_) hand_over_op_ = true;
+    if (watch_->skipped_steps() != skipped) {
+      absl::MutexLock lock(&ops_mu_);
+      ops_counts_.skipped_steps = watch_->skipped_steps();
+    }
+  });
+}
+
+void CaptureEngine::OpsClose(Frame& f, const std::vector<at::Tensor>* outputs) {
+  if (watch_ == nullptr) return;
+  Guard("ops_end", [&] {
+    if (f.node != 0) {
+      if (f.pass >= 0) watch_->PopModule(f.pass, outputs != nullptr ? *outputs : inputs_none_);
+      f.pass = -1;
+      return;
+    }
+    if (!watch_->recording()) return;
+    handed_op_.reset();
+    const int64_t errors = watch_->hook_errors();
+    if (outputs != nullptr) {
+      watch_->EndStep(*outputs);
+    } else {
+      watch_->AbortStep();
+    }
+    if (watch_->hook_errors() > errors) tracer_->errors().Record("ops", watch_->first_error());
+    OpsStepEnded();
+  });
+}
+
+void CaptureEngine::OpsStepEnded() {
+  bool newly_kept = false;
+  {
+    absl::MutexLock lock(&ops_mu_);
+    ops_counts_ = OpsCounts{watch_->recorded_steps(), watch_->skipped_steps()};
+    newly_kept = watch_->kept() != nullptr && kept_ == nullptr;
+  }
+  if (!newly_kept) return;
+  auto kept = std::make_shared<KeptOps>(KeptOps{watch_->kept_json(), watch_->kept_origin()});
+  {
+    absl::MutexLock lock(&ops_mu_);
+    kept_ = kept;
+  }
+  if (ops_sink_ != nullptr) {  // Streamed once, with the origin that now names its op.
+    std::optional<NanOrigin> origin = tracer_->nan_origin();
+    if (origin) kept->origin.Annotate(&*origin);
+    ops_sink_->SendOpGraph(origin, kept->json);
+  }
+}
+
+void CaptureEngine::EnableOps(std::string model_name, std::shared_ptr<agent::DaemonSink> sink) {
+  watch_ = std::make_unique<ops::NanOpWatch>(std::move(model_name), tree_.root_type(), "cpp");
+  tree_.ForEachTensor([&](std::string name, const at::Tensor& t, bool buffer) {
+    watch_->AddParameter(std::move(name), t, buffer);
+  });
+  ops_sink_ = std::move(sink);
+  absl::MutexLock lock(&ops_mu_);
+  kept_.reset();
+  ops_counts_ = OpsCounts{};
+}
+
+std::shared_ptr<const CaptureEngine::KeptOps> CaptureEngine::kept_ops() const {
+  absl::MutexLock lock(&ops_mu_);
+  return kept_;
+}
+
+CaptureEngine::OpsCounts CaptureEngine::ops_counts() const {
+  absl::MutexLock lock(&ops_mu_);
+  return ops_counts_;
 }
 
 void CaptureEngine::CloseFrame(Frame& f) {
@@ -396,8 +495,10 @@ void CaptureEngine::CloseFrame(Frame& f) {
   c10::AutoGradMode grad_mode(true);
   if (f.last != nullptr) {
     tracer_->EndCall(f.call, f.last->outputs, f.last->end);
+    OpsClose(f, &f.last->outputs);
   } else {
     tracer_->EndCall(f.call, {}, Clock::now());
+    OpsClose(f, &inputs_none_);
   }
   f.opened = false;
   f.last.reset();
@@ -415,7 +516,10 @@ void CaptureEngine::CloseAll() { CloseAbove(0); }
 
 void CaptureEngine::AbortAll() {
   while (!stack_.empty()) {
-    if (stack_.back().opened) tracer_->AbortCall(stack_.back().call);
+    if (stack_.back().opened) {
+      tracer_->AbortCall(stack_.back().call);
+      OpsClose(stack_.back(), nullptr);
+    }
     stack_.pop_back();
   }
   scopes_.clear();

@@ -17,8 +17,17 @@
 //    is entered again, or at Stop(). In-place updates of parameters (optimizers, init) and
 //    no-grad operators that combine a parameter with its own gradient (weight decay) are skipped.
 //
+// Op-level NaN origin (TraceSessionOptions::ops = kOnNan): with EnableOps(), the engine also drives
+// an ops::NanOpWatch from its module calls, so that the op graph follows the same calls as the
+// layer trace: the root call is the watch's step (BeginStep/EndStep, AbortStep when it raised),
+// every other call a module pass (PushModule/PopModule with the call's inputs and outputs). A
+// C++-frontend forward begins inside its first operator's start callback: that operator is handed
+// to the watch by hand (NanOpWatch::StartOp/EndOp). When a step's graph is kept, it is published
+// for kept_ops() and streamed once to the sink given to EnableOps.
+//
 // Thread-safety: one engine per session; every method runs on the owner thread (the callbacks are
-// thread-local, ModuleScope is used by the forward() running on it). The Tracer is thread-safe.
+// thread-local, ModuleScope is used by the forward() running on it), except kept_ops() and
+// ops_counts(), which may be called from any thread. The Tracer is thread-safe.
 #ifndef TRACETORCH_AGENT_LIBTORCH_CAPTURE_ENGINE_H_
 #define TRACETORCH_AGENT_LIBTORCH_CAPTURE_ENGINE_H_
 
@@ -32,10 +41,14 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/daemon_sink.h"
 #include "agent/libtorch/module_tree.h"
+#include "agent/ops/nan_op_watch.h"
 #include "agent/tracer.h"
 
 namespace tracetorch::libtorch_internal {
@@ -68,6 +81,24 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   static CaptureEngine* Current();
   uint64_t epoch() const { return epoch_; }
 
+  // ops = kOnNan for the next Install()..Uninstall() block: forgets a graph kept before, reads
+  // the model's parameters and buffers again, and streams a kept graph to `sink` (may be null).
+  // Uninstall() drops the sink. REQUIRES: not installed.
+  void EnableOps(std::string model_name, std::shared_ptr<agent::DaemonSink> sink);
+  bool ops_enabled() const { return watch_ != nullptr; }
+  // The graph kept in the current or last block (null while none): the op_graph_json document
+  // and its origin op.
+  struct KeptOps {
+    std::string json;
+    ops::KeptOrigin origin;
+  };
+  std::shared_ptr<const KeptOps> kept_ops() const ABSL_LOCKS_EXCLUDED(ops_mu_);
+  struct OpsCounts {
+    int64_t recorded_steps = 0;
+    int64_t skipped_steps = 0;
+  };
+  OpsCounts ops_counts() const ABSL_LOCKS_EXCLUDED(ops_mu_);
+
   // ModuleScope entry points: returns a token (>= 0) for PopScope, or -1 when not traced.
   int32_t PushScope(const torch::nn::Module* module, std::string_view block_name);
   void PopScope(int32_t token);
@@ -90,6 +121,7 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
     agent::Tracer::CallId call = agent::Tracer::kNoCall;
     bool opened = false;
     bool scoped = false;  // Held open by a ModuleScope (or the TorchScript root frame).
+    int32_t pass = -1;    // The op watch's module pass (-1: none).
     std::shared_ptr<const OpResult> last;
   };
   enum class Mark : uint8_t { kIgnored, kTopLevel, kBackward, kScriptFrame, kScriptRoot };
@@ -118,6 +150,12 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   void CloseAll();
   void AbortAll();
   void CloseFrame(Frame& f);
+  // Tracer::BeginCall for `f` with inputs_ (and the op watch's step or pass).
+  void OpenFrame(Frame& f);
+  // The op watch's side of a frame that ended with `outputs` (nullptr: it raised).
+  void OpsClose(Frame& f, const std::vector<at::Tensor>* outputs);
+  // After the watch's step ended: counts its errors, publishes and streams a kept graph.
+  void OpsStepEnded();
   // Fills inputs_ with the operator's tensor inputs that are not parameters or buffers (or
   // aliases of their storage).
   void CollectInputs(const at::RecordFunction& fn);
@@ -151,7 +189,19 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   std::vector<at::Tensor> inputs_;  // Scratch: the current operator's inputs.
   std::vector<int32_t> path_;       // Scratch.
   std::vector<int32_t> owners_;     // Scratch.
+  const std::vector<at::Tensor> inputs_none_;  // Empty: a frame that ended with no operator.
   absl::flat_hash_map<std::vector<std::string>, int32_t> hierarchy_cache_;
+
+  // ops = kOnNan (null otherwise). Owner thread only.
+  std::unique_ptr<ops::NanOpWatch> watch_;
+  std::shared_ptr<agent::DaemonSink> ops_sink_;
+  bool in_op_start_ = false;   // Inside a top-level operator's OnStart (C++ frontend).
+  bool hand_over_op_ = false;  // That operator began the watch's step: hand it over.
+  std::unique_ptr<at::ObserverContext> handed_op_;  // Its recorder context until its end.
+  // Published for other threads.
+  mutable absl::Mutex ops_mu_;
+  std::shared_ptr<const KeptOps> kept_ ABSL_GUARDED_BY(ops_mu_);
+  OpsCounts ops_counts_ ABSL_GUARDED_BY(ops_mu_);
 };
 
 }  // namespace tracetorch::libtorch_internal

@@ -131,6 +131,29 @@ void ModuleTree::IndexTensors() {
   }
 }
 
+void ModuleTree::ForEachTensor(
+    absl::FunctionRef<void(std::string name, const at::Tensor& t, bool buffer)> fn) const {
+  auto path = [this](size_t node, const std::string& name) {
+    const std::string& prefix = nodes_[node].full_name;
+    return prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+  };
+  for (size_t i = 0; i < cpp_modules_.size(); ++i) {
+    const torch::nn::Module* m = cpp_modules_[i];
+    if (m == nullptr) continue;
+    for (const auto& p : m->named_parameters(/*recurse=*/false))
+      fn(path(i, p.key()), p.value(), false);
+    for (const auto& b : m->named_buffers(/*recurse=*/false)) fn(path(i, b.key()), b.value(), true);
+  }
+  for (size_t i = 0; i < script_modules_.size(); ++i) {
+    if (script_modules_[i] == nullptr) continue;
+    const torch::jit::Module m(
+        c10::intrusive_ptr<c10::ivalue::Object>::unsafe_reclaim_from_nonowning(
+            const_cast<c10::ivalue::Object*>(script_modules_[i])));
+    for (const auto& p : m.named_parameters(/*recurse=*/false)) fn(path(i, p.name), p.value, false);
+    for (const auto& b : m.named_buffers(/*recurse=*/false)) fn(path(i, b.name), b.value, true);
+  }
+}
+
 absl::Status ModuleTree::DeclareLayers(agent::Tracer& tracer) {
   auto declare = [&tracer](ModuleNode& n, std::string name, std::string full_name) -> absl::Status {
     absl::StatusOr<agent::Tracer::LayerId> id = tracer.DeclareLayer(

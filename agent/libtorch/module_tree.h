@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "agent/tracer.h"
 
@@ -55,6 +56,11 @@ class ModuleTree {
   // Indexes the parameters and buffers of the model (call at each Start(): identities may have
   // changed). Not available for TorchScript trees before this call either.
   void IndexTensors();
+
+  // Calls fn(name, tensor, is_buffer) for every parameter and buffer of the model, named by its
+  // dotted path ("blocks.0.conv1.weight"), as named_parameters()/named_buffers() name them.
+  void ForEachTensor(
+      absl::FunctionRef<void(std::string name, const at::Tensor& t, bool buffer)> fn) const;
 
   // Declares every layer in `tracer` the way the Python door does: each named submodule, or the
   // root alone when it has none.

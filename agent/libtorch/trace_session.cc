@@ -65,7 +65,17 @@ struct TraceSession::Impl {
       absl::MutexLock lock(&mu);
       if (final_record.has_value()) return *final_record;
     }
-    return tracer->Finalize(std::nullopt);
+    absl::StatusOr<TraceRecord> r = tracer->Finalize(std::nullopt);
+    if (r.ok()) Decorate(&*r);
+    return r;
+  }
+
+  // ops = kOnNan: the kept op graph and the origin op it names.
+  void Decorate(TraceRecord* record) const {
+    std::shared_ptr<const CaptureEngine::KeptOps> kept = engine->kept_ops();
+    if (kept == nullptr) return;
+    if (record->metadata.nan_origin) kept->origin.Annotate(&*record->metadata.nan_origin);
+    record->op_graph_json = kept->json;
   }
 };
 
@@ -101,6 +111,10 @@ std::optional<c10::Device> FirstParameterDevice(const M& module) {
 constexpr absl::Duration kDaemonCloseWait = absl::Seconds(1);
 
 absl::Status ValidateOptions(const TraceSessionOptions& options) {
+  if (options.ops != OpCapture::kOff && options.ops != OpCapture::kOnNan) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown ops mode ", static_cast<int>(options.ops)));
+  }
   if (!options.daemon_address.empty()) {
     if (absl::StatusOr<std::string> a = protocol::ParseDaemonAddress(options.daemon_address);
         !a.ok()) {
@@ -225,6 +239,9 @@ absl::Status TraceSession::Start() {
     return s;
   }
   if (impl_->sink != nullptr) impl_->tracer->SetEventSink(impl_->sink);
+  if (impl_->options.ops == OpCapture::kOnNan) {
+    impl_->engine->EnableOps(impl_->metadata.model_name, impl_->sink);
+  }
   if (absl::Status s = impl_->engine->Install(); !s.ok()) {
     impl_->tracer->SetEventSink(nullptr);
     impl_->sink.reset();
@@ -288,6 +305,7 @@ absl::Status TraceSession::Stop() {
   }
   absl::StatusOr<TraceRecord> record = impl_->tracer->Finalize(total_ms);
   if (!record.ok()) return record.status();
+  impl_->Decorate(&*record);
   absl::Status written = absl::OkStatus();
   if (flusher != nullptr) written = WriteTraceFile(impl_->options.watch_path, *record);
   absl::MutexLock lock(&impl_->mu);
@@ -302,7 +320,10 @@ bool TraceSession::active() const {
 
 TraceRecord TraceSession::record() const {
   absl::StatusOr<TraceRecord> r = impl_->Current();
-  return r.ok() ? *std::move(r) : impl_->tracer->Snapshot();
+  if (r.ok()) return *std::move(r);
+  TraceRecord snapshot = impl_->tracer->Snapshot();
+  impl_->Decorate(&snapshot);
+  return snapshot;
 }
 
 std::vector<Anomaly> TraceSession::anomalies() const { return record().warnings; }
@@ -316,6 +337,16 @@ absl::Status TraceSession::Export(const std::string& path) const {
 int64_t TraceSession::steps() const { return impl_->tracer->steps(); }
 
 int64_t TraceSession::hook_errors() const { return impl_->tracer->hook_errors(); }
+
+std::string TraceSession::op_graph_json() const {
+  std::shared_ptr<const CaptureEngine::KeptOps> kept = impl_->engine->kept_ops();
+  return kept != nullptr ? kept->json : std::string();
+}
+
+TraceSession::OpsStats TraceSession::ops_stats() const {
+  const CaptureEngine::OpsCounts c = impl_->engine->ops_counts();
+  return OpsStats{c.recorded_steps, c.skipped_steps};
+}
 
 std::string TraceSession::Summary() const {
   return agent::SessionSummary(record(), steps(), hook_errors());

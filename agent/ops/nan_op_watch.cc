@@ -33,8 +33,10 @@ OpRecorderOptions WatchOptions() {
 
 }  // namespace
 
-NanOpWatch::NanOpWatch(std::string model_name, std::string root_type)
-    : model_name_(std::move(model_name)), root_type_(std::move(root_type)) {}
+NanOpWatch::NanOpWatch(std::string model_name, std::string root_type, std::string source)
+    : model_name_(std::move(model_name)),
+      root_type_(std::move(root_type)),
+      source_(std::move(source)) {}
 
 NanOpWatch::~NanOpWatch() { AbortStep(); }
 
@@ -51,7 +53,7 @@ void NanOpWatch::BeginStep(int64_t step, const std::vector<at::Tensor>& inputs) 
   auto recorder = std::make_unique<OpRecorder>(WatchOptions());
   OpGraph& g = recorder->mutable_graph();
   g.model_name = model_name_;
-  g.source = "eager";
+  g.source = source_;
   g.step = step;
   for (size_t i = 0; i < inputs.size(); ++i) {
     recorder->AddInput(i == 0 ? std::string("input") : absl::StrCat("input.", i), inputs[i]);
@@ -75,6 +77,16 @@ int32_t NanOpWatch::PushModule(std::string_view path, std::string_view type,
 void NanOpWatch::PopModule(int32_t pass, const std::vector<at::Tensor>& outputs) {
   if (pass < 0 || recorder_ == nullptr || std::this_thread::get_id() != *thread_) return;
   recorder_->PopModule(pass, outputs);
+}
+
+std::unique_ptr<at::ObserverContext> NanOpWatch::StartOp(const at::RecordFunction& fn) {
+  if (recorder_ == nullptr || std::this_thread::get_id() != *thread_) return nullptr;
+  return recorder_->OnStart(fn);
+}
+
+void NanOpWatch::EndOp(const at::RecordFunction& fn, std::unique_ptr<at::ObserverContext> ctx) {
+  if (ctx == nullptr || recorder_ == nullptr || std::this_thread::get_id() != *thread_) return;
+  recorder_->OnEnd(fn, ctx.get());
 }
 
 void NanOpWatch::EndStep(const std::vector<at::Tensor>& outputs) { Finish(&outputs); }
@@ -111,14 +123,28 @@ void NanOpWatch::Reset() {
   first_error_.clear();
 }
 
-bool NanOpWatch::Annotate(NanOrigin* origin) const {
-  if (!kept_ || !kept_->nan_origin || !kept_->step || origin->step != *kept_->step) return false;
+bool KeptOrigin::Annotate(NanOrigin* origin) const {
+  if (!has_op || step < 0 || origin->step != step) return false;
   if (origin->layer == NanOrigin::kModelInput) return false;
-  const OpNode& op = kept_->ops[static_cast<size_t>(*kept_->nan_origin)];
-  origin->op = op.label;
-  origin->op_func = op.func_name;
-  origin->op_module = kept_->ModuleAddress(op.module_pass);
+  origin->op = op;
+  origin->op_func = op_func;
+  origin->op_module = op_module;
   return true;
 }
+
+KeptOrigin NanOpWatch::kept_origin() const {
+  KeptOrigin k;
+  if (!kept_ || !kept_->step) return k;
+  k.step = *kept_->step;
+  if (!kept_->nan_origin) return k;
+  const OpNode& op = kept_->ops[static_cast<size_t>(*kept_->nan_origin)];
+  k.has_op = true;
+  k.op = op.label;
+  k.op_func = op.func_name;
+  k.op_module = kept_->ModuleAddress(op.module_pass);
+  return k;
+}
+
+bool NanOpWatch::Annotate(NanOrigin* origin) const { return kept_origin().Annotate(origin); }
 
 }  // namespace tracetorch::ops

@@ -8,7 +8,12 @@
 // appears in a gradient has no op origin here; the layer trace's grad_has_nan says it).
 //
 // Module containment: the caller brackets each module call inside the step with
-// PushModule/PopModule (the session's forward hooks); the root's own pass is opened by BeginStep.
+// PushModule/PopModule (the Python session's forward hooks, the libtorch door's module calls);
+// the root's own pass is opened by BeginStep.
+//
+// A step that begins inside an operator's RecordFunction start callback (the libtorch door learns
+// that a forward began from its first operator) misses that operator, whose callbacks were chosen
+// before the recorder's was installed: the caller hands it over with StartOp/EndOp.
 //
 //   NanOpWatch watch("ResNet", "ResNet");
 //   watch.AddParameter("fc.weight", w, /*buffer=*/false);    // once, before the first step
@@ -29,6 +34,7 @@
 #define TRACETORCH_AGENT_OPS_NAN_OP_WATCH_H_
 
 #include <ATen/core/Tensor.h>
+#include <ATen/record_function.h>
 
 #include <cstdint>
 #include <memory>
@@ -44,10 +50,24 @@
 
 namespace tracetorch::ops {
 
+// The kept step and its origin op, as plain values: what NanOrigin annotation needs, copyable to
+// readers on other threads.
+struct KeptOrigin {
+  int64_t step = -1;
+  bool has_op = false;  // False when the graph names no op (the NaN came with the input).
+  std::string op;
+  std::string op_func;
+  std::string op_module;
+  // Sets origin->op/op_func/op_module when `origin` is at `step` and names a layer (not the
+  // model input) and the graph names an op; returns whether it did.
+  bool Annotate(NanOrigin* origin) const;
+};
+
 class NanOpWatch {
  public:
-  // `model_name` goes into the kept graph; `root_type` is the root module's class name.
-  NanOpWatch(std::string model_name, std::string root_type);
+  // `model_name` goes into the kept graph; `root_type` is the root module's class name;
+  // `source` is the graph's OpGraph::source ("eager" for Python, "cpp" for the libtorch door).
+  NanOpWatch(std::string model_name, std::string root_type, std::string source = "eager");
   ~NanOpWatch();
   NanOpWatch(const NanOpWatch&) = delete;
   NanOpWatch& operator=(const NanOpWatch&) = delete;
@@ -71,6 +91,12 @@ class NanOpWatch {
   void AbortStep();
   bool recording() const { return recorder_ != nullptr; }
 
+  // The operator whose start callback began the open step, recorded by hand: StartOp from inside
+  // that callback, EndOp (with what StartOp returned) from its end callback. Null / no-op when no
+  // step is recording.
+  std::unique_ptr<at::ObserverContext> StartOp(const at::RecordFunction& fn);
+  void EndOp(const at::RecordFunction& fn, std::unique_ptr<at::ObserverContext> ctx);
+
   // Forgets the kept graph and the parameters (a new `with` block).
   void Reset();
 
@@ -79,8 +105,10 @@ class NanOpWatch {
   // OpGraphToJson(*kept(), 0), computed once when it was kept; empty while none.
   const std::string& kept_json() const { return kept_json_; }
   // Sets origin->op/op_func/op_module from the kept graph's origin op when `origin` is at the
-  // kept step; returns whether it did.
+  // kept step; returns whether it did (kept_origin().Annotate).
   bool Annotate(NanOrigin* origin) const;
+  // The kept step's origin (step -1 while none).
+  KeptOrigin kept_origin() const;
 
   int64_t recorded_steps() const { return recorded_steps_; }
   int64_t skipped_steps() const { return skipped_steps_; }
@@ -97,6 +125,7 @@ class NanOpWatch {
 
   const std::string model_name_;
   const std::string root_type_;
+  const std::string source_;
   std::vector<Param> params_;
   std::unique_ptr<OpRecorder> recorder_;  // The open step's; null between steps.
   int32_t root_pass_ = -1;

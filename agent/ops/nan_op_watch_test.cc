@@ -1,9 +1,11 @@
 #include "agent/ops/nan_op_watch.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,71 @@ TEST(NanOpWatchTest, AbortedStepIsDroppedAndAnotherRecorderSkipsTheStep) {
   EXPECT_EQ(watch.skipped_steps(), 1);
   EXPECT_EQ(watch.PushModule("block", "Block", {x}, 0), -1);
   other.Stop();
+}
+
+// The libtorch door's pattern: the step begins inside the first operator's start callback, and
+// that operator is handed over to the watch (StartOp/EndOp at the same depth), once.
+struct HandOver {
+  NanOpWatch* watch = nullptr;
+  at::Tensor input;
+  int depth = 0;
+  bool began = false;
+  std::unique_ptr<at::ObserverContext> ctx;
+};
+thread_local HandOver* t_hand = nullptr;
+
+std::unique_ptr<at::ObserverContext> HandStart(const at::RecordFunction& fn) {
+  HandOver* h = t_hand;
+  if (h == nullptr || h->depth++ > 0 || h->began) return nullptr;
+  h->began = true;
+  at::DisableRecordFunctionGuard quiet;
+  h->watch->BeginStep(0, {h->input});
+  h->ctx = h->watch->StartOp(fn);
+  return nullptr;
+}
+
+void HandEnd(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
+  HandOver* h = t_hand;
+  if (h == nullptr || --h->depth > 0 || h->ctx == nullptr) return;
+  at::DisableRecordFunctionGuard quiet;
+  h->watch->EndOp(fn, std::move(h->ctx));
+}
+
+TEST(NanOpWatchTest, TheOperatorThatBeganTheStepIsHandedOverOnce) {
+  const at::Tensor x = -at::ones({2, 3});
+  const at::Tensor w = at::ones({4, 3});
+  NanOpWatch watch("Net", "Net", "cpp");
+  watch.AddParameter("fc.weight", w, /*buffer=*/false);
+  HandOver hand;
+  hand.watch = &watch;
+  hand.input = x;
+  t_hand = &hand;
+  at::RecordFunctionCallback cb(&HandStart, &HandEnd);
+  cb.needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION});
+  const at::CallbackHandle handle = at::addThreadLocalCallback(cb);
+  at::Tensor y = at::linear(x, w);  // Begins the step; addmm inside is not an op.
+  at::Tensor z = at::log(y);        // Seen by the recorder's own callback: NaN.
+  at::removeCallback(handle);
+  t_hand = nullptr;
+  watch.EndStep({z});
+  ASSERT_NE(watch.kept(), nullptr);
+  const OpGraph& g = *watch.kept();
+  EXPECT_EQ(g.source, "cpp");
+  ASSERT_EQ(g.ops.size(), 2u);
+  EXPECT_EQ(g.ops[0].label, "linear_1_1");
+  ASSERT_EQ(g.ops[0].inputs.size(), 2u);
+  EXPECT_EQ(g.ops[0].inputs[0].source.kind, OpSource::Kind::kInput);
+  EXPECT_EQ(g.ops[0].inputs[1].source.kind, OpSource::Kind::kParameter);
+  EXPECT_EQ(g.ops[1].label, "log_1_2");
+  EXPECT_EQ(g.ops[1].parents, (std::vector<int32_t>{0}));
+  ASSERT_TRUE(g.nan_origin.has_value());
+  EXPECT_EQ(*g.nan_origin, 1);
+  const KeptOrigin k = watch.kept_origin();
+  EXPECT_EQ(k.step, 0);
+  EXPECT_TRUE(k.has_op);
+  EXPECT_EQ(k.op, "log_1_2");
+  EXPECT_EQ(k.op_module, "<root>");  // The root's own pass.
+  EXPECT_EQ(watch.hook_errors(), 0) << watch.first_error();
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/ops/finite_scan.h"
 #include "agent/ops/ivalue_tensors.h"
 #include "agent/ops/script_hierarchy.h"
 #include "agent/stats.h"
@@ -102,6 +103,13 @@ bool HoldsTensor(const c10::IValue& v) {
   return false;
 }
 
+bool IsFinitePreserving(std::string_view func) {
+  for (std::string_view s : kFinitePreservingOps) {
+    if (s == func) return true;
+  }
+  return false;
+}
+
 bool IsAll(const OpSelector& s) { return s.ToString() == "all"; }
 bool IsNone(const OpSelector& s) { return s.ToString() == "none"; }
 
@@ -125,13 +133,31 @@ OpRecorder::~OpRecorder() { Stop(); }
 
 void OpRecorder::Measure(const at::Tensor& t, TensorInfo* info) const {
   if (options_.nonfinite_only) {
-    absl::StatusOr<TensorStats> counts =
-        agent::ComputeTensorStats(t, agent::StatsMode::kNonFiniteOnly);
-    if (counts.ok()) info->nonfinite = NonFiniteCounts{counts->nan_count, counts->inf_count};
+    info->nonfinite = CountNonFinite(t);
     return;
   }
   absl::StatusOr<TensorStats> stats = agent::ComputeTensorStats(t, agent::StatsMode::kFull);
   if (stats.ok()) info->stats = *stats;
+}
+
+bool OpRecorder::FiniteByInputs(const OpNode& node) const {
+  if (node.inputs.empty() || !IsFinitePreserving(node.func_name)) return false;
+  for (const OpInput& in : node.inputs) {
+    const OpSource& s = in.source;
+    const TensorInfo* known = nullptr;
+    if (s.kind == OpSource::Kind::kOp && static_cast<size_t>(s.index) < graph_.ops.size() &&
+        static_cast<size_t>(s.output) < graph_.ops[s.index].outputs.size()) {
+      known = &graph_.ops[s.index].outputs[s.output];
+    } else if (s.kind == OpSource::Kind::kInput &&
+               static_cast<size_t>(s.index) < graph_.inputs.size()) {
+      known = &graph_.inputs[s.index].tensor;
+    }
+    if (known == nullptr || (!known->nonfinite && !known->stats) || NanCount(*known) > 0 ||
+        InfCount(*known) > 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void OpRecorder::AddInput(std::string name, const at::Tensor& tensor) {
@@ -372,9 +398,15 @@ void OpRecorder::OnEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
         }
       }
     }
+    const bool implied_finite =
+        options_.stats && options_.nonfinite_only && !intervened_[op] && FiniteByInputs(node);
     for (const at::Tensor& t : outputs) {
       TensorInfo info = Describe(t);
-      if (options_.stats) Measure(t, &info);
+      if (implied_finite) {
+        info.nonfinite = NonFiniteCounts{};
+      } else if (options_.stats) {
+        Measure(t, &info);
+      }
       graph_.ops[op].outputs.push_back(std::move(info));
     }
     if (!save_none_ && !outputs.empty()) {

@@ -91,11 +91,59 @@ inline constexpr std::string_view kSkippedOps[] = {
     "aten::_has_compatible_shallow_copy_type",
 };
 
+// Ops each of whose output elements is a copy of an input element, the max of some, or zero:
+// with finite inputs their outputs are finite. In nonfinite_only mode such an op's output is
+// counted {0, 0} without a scan when every tensor input is known finite (an op output or a graph
+// input whose counts are zero; a parameter or an untracked tensor is scanned as usual). Ops with
+// a scalar that could bring an Inf (clamp, hardtanh, pad, dropout's scale) are not in the list.
+inline constexpr std::string_view kFinitePreservingOps[] = {
+    "relu",
+    "relu_",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "max_pool2d_with_indices",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "flatten",
+    "unflatten",
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "_reshape_alias",
+    "contiguous",
+    "clone",
+    "detach",
+    "alias",
+    "t",
+    "transpose",
+    "permute",
+    "movedim",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "select",
+    "slice",
+    "narrow",
+    "cat",
+    "stack",
+    "chunk",
+    "split",
+    "unbind",
+    "flip",
+};
+
 struct OpRecorderOptions {
   OpSelector save = OpSelector::All();  // Whose outputs to keep; None() keeps none.
   bool stats = true;                    // Output statistics (agent/stats.h, full mode).
   // With `stats`: only count NaN/Inf (TensorInfo::nonfinite, `stats` left absent), no moments —
   // all the NaN origin needs, at a fraction of the cost (TraceSession(ops="on_nan") uses it).
+  // Counted by finite_scan.h's CountNonFinite, or not at all for a kFinitePreservingOps op whose
+  // inputs are known finite. Limit: a write through another view of an input that no recorded op
+  // made (the copy-on-write limit) is not seen by that inference.
   bool nonfinite_only = false;
   // Sites, in order; `intervene` gets the index of the first that matched.
   std::vector<OpSelector> intervene_sites;
@@ -189,6 +237,8 @@ class OpRecorder {
   void Fail(std::string_view cause, std::string_view message);
   // Fills info->stats (or info->nonfinite, with nonfinite_only) for `t`.
   void Measure(const at::Tensor& t, TensorInfo* info) const;
+  // nonfinite_only: `node` is a kFinitePreservingOps op whose tensor inputs are all known finite.
+  bool FiniteByInputs(const OpNode& node) const;
   // Sets graph_.nan_origin from the output statistics (at Stop()).
   void FindNanOrigin();
 

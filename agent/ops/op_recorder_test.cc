@@ -151,6 +151,78 @@ TEST(OpRecorderTest, NanOriginIsTheFirstOpWithFiniteInputsAndANonFiniteOutput) {
   EXPECT_FALSE(from_input.graph().nan_origin.has_value());  // It came with the input.
 }
 
+OpRecorderOptions CountsOnly() {
+  OpRecorderOptions o;
+  o.save = OpSelector::None();
+  o.nonfinite_only = true;
+  return o;
+}
+
+NonFiniteCounts Counts(const OpNode& op) {
+  EXPECT_FALSE(op.outputs.empty()) << op.label;
+  if (op.outputs.empty() || !op.outputs[0].nonfinite) return NonFiniteCounts{-1, -1};
+  return *op.outputs[0].nonfinite;
+}
+
+TEST(OpRecorderTest, CountsOnlyInfersFinitenessThroughPreservingOpsAndScansTheRest) {
+  const at::Tensor x = at::rand({2, 3, 4, 4});
+  const at::Tensor w = at::rand({5, 3, 3, 3});
+  OpRecorder r(CountsOnly());
+  r.AddInput("x", x);
+  r.AddParameter("conv.weight", w, false);
+  ASSERT_TRUE(r.Start().ok());
+  at::Tensor h = at::conv2d(x, w);             // Scanned.
+  at::Tensor p = at::max_pool2d(h.relu(), 2);  // Inferred: relu, max_pool2d.
+  at::Tensor f = at::flatten(p, 1);            // Inferred.
+  at::Tensor bad = at::log(f - 100);           // Scanned: NaN born here.
+  at::Tensor still = at::relu(bad);            // A NaN input: scanned, the NaNs counted.
+  at::Tensor wr = at::relu(w);                 // A parameter input: scanned.
+  r.Stop();
+  const OpGraph& g = r.graph();
+  ASSERT_EQ(Labels(g),
+            (std::vector<std::string>{"conv2d_1_1", "relu_1_2", "max_pool2d_1_3", "flatten_1_4",
+                                      "sub_1_5", "log_1_6", "relu_2_7", "relu_3_8"}));
+  for (const OpNode& op : g.ops) {
+    ASSERT_FALSE(op.outputs.empty()) << op.label;
+    EXPECT_FALSE(op.outputs[0].stats.has_value()) << op.label;  // Counts only.
+  }
+  for (int i : {0, 1, 2, 3, 4, 7}) EXPECT_EQ(Counts(g.ops[i]), NonFiniteCounts{}) << i;
+  EXPECT_EQ(Counts(g.ops[5]).nan_count, f.numel());
+  EXPECT_EQ(Counts(g.ops[6]).nan_count, f.numel());
+  ASSERT_TRUE(g.nan_origin.has_value());
+  EXPECT_EQ(g.ops[*g.nan_origin].label, "log_1_6");
+
+  // The inference is what it says: a write the recorder did not see (recording disabled, the
+  // documented limit) leaves a preserving op's inferred counts at zero, while a scanning op counts.
+  const at::Tensor y = at::rand({4});
+  OpRecorder unseen(CountsOnly());
+  unseen.AddInput("y", y);
+  ASSERT_TRUE(unseen.Start().ok());
+  at::Tensor m = y * 2;
+  {
+    at::DisableRecordFunctionGuard hidden;
+    m.fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  (void)at::relu(m);  // Inferred from mul's counts: {0, 0}.
+  (void)(m + 1);      // Scanned: 4 NaNs.
+  unseen.Stop();
+  ASSERT_EQ(unseen.graph().ops.size(), 3u);
+  EXPECT_EQ(Counts(unseen.graph().ops[1]), NonFiniteCounts{});
+  EXPECT_EQ(Counts(unseen.graph().ops[2]), (NonFiniteCounts{4, 0}));
+
+  // A NaN graph input: the preserving op that reads it is scanned, not inferred.
+  at::Tensor nan_in = at::zeros({3});
+  nan_in[1] = std::numeric_limits<float>::quiet_NaN();
+  OpRecorder from_input(CountsOnly());
+  from_input.AddInput("x", nan_in);
+  ASSERT_TRUE(from_input.Start().ok());
+  (void)at::relu(nan_in);
+  from_input.Stop();
+  ASSERT_EQ(from_input.graph().ops.size(), 1u);
+  EXPECT_EQ(Counts(from_input.graph().ops[0]), (NonFiniteCounts{1, 0}));
+  EXPECT_FALSE(from_input.graph().nan_origin.has_value());
+}
+
 TEST(OpRecorderTest, OneRecorderPerThread) {
   OpRecorder a(OpRecorderOptions{});
   OpRecorder b(OpRecorderOptions{});

@@ -63,6 +63,22 @@ namespace libtorch_internal {
 class CaptureEngine;
 }  // namespace libtorch_internal
 
+// Op-level capture inside a session (the Python TraceSession's ops=).
+enum class OpCapture {
+  kOff,
+  // ops="on_nan": every forward pass (step) is also recorded op by op with the engine of
+  // TraceOps (trace_ops.h), keeping no tensors and only the NaN/Inf counts of each op's output,
+  // and dropped when it ends. The op graph of the FIRST step in which an op produces a NaN or an
+  // Inf is kept in the record (TraceRecord::op_graph_json, the trace/op_graph_json.h document;
+  // "op_graph" in the exported JSON) and metadata.nan_origin names the op where the value entered
+  // (op, op_func, op_module: finite inputs, non-finite output); later steps are not recorded. The
+  // ops follow the session's module calls: a step is the root call (for a C++-frontend model,
+  // the forward pass as the rules above delimit it: without a ModuleScope on the root, operators
+  // between the last attributed one and the backward, the loss, belong to it), each other call is
+  // a module pass. The backward is not recorded.
+  kOnNan,
+};
+
 // Mirrors the keyword arguments of the Python TraceSession.
 struct TraceSessionOptions {
   // false: only NaN/Inf counts are computed (NaN detection keeps working, cheaply).
@@ -78,6 +94,8 @@ struct TraceSessionOptions {
   // tracetorchd there. Never waits for the daemon: when it is away the events are dropped and
   // counted, and the embedded record is unaffected. Stop() waits at most 1 s for the stream's end.
   std::string daemon_address;
+  // Op-level NaN origin (see OpCapture); streamed to the daemon once, when kept.
+  OpCapture ops = OpCapture::kOff;
 };
 
 class TraceSession {
@@ -121,6 +139,17 @@ class TraceSession {
 
   // Forward passes (root calls) of the current or last trace.
   int64_t steps() const;
+
+  // With ops = kOnNan: the op graph kept in the current or last trace (record().op_graph_json;
+  // ParseOpGraphJson in trace/op_graph_json.h reads it), empty while none.
+  std::string op_graph_json() const;
+  // With ops = kOnNan: steps recorded op by op, and steps skipped because another op capture
+  // (TraceOps) was active on the thread. Zero without ops.
+  struct OpsStats {
+    int64_t recorded_steps = 0;
+    int64_t skipped_steps = 0;
+  };
+  OpsStats ops_stats() const;
   // Failures counted inside callbacks (also in record().metadata.extra["hook_errors"]).
   int64_t hook_errors() const;
 

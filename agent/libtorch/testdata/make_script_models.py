@@ -6,6 +6,9 @@ Writes:
                        Block.forward, a head = Sequential(Linear, ReLU, Linear); eval mode.
   resnet_small_nan.pt  the same model whose blocks.1.conv1 weight holds a NaN.
   resnet_bench.pt      the ResNet-style model of bench_libtorch.cc (train mode, bigger).
+  log_block.pt         stem Linear, a LogBlock (Linear, then log(x[:, :1] + 2) * h in its forward:
+                       NaN exactly when the input's first column is below -2), head Linear;
+                       the ops="on_nan" test plants a NaN at a chosen step through its input.
 """
 
 import os
@@ -58,6 +61,28 @@ class BenchNet(nn.Module):
         return self.fc(x)
 
 
+class LogBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        return torch.log(x[:, :1] + 2.0) * h  # NaN born here, inside the block's own code.
+
+
+class LogNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Linear(4, 4)
+        self.block = LogBlock()
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.stem(x)
+        return self.head(self.block(x) + s)
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print("usage: make_script_models.py OUTPUT_DIR", file=sys.stderr)
@@ -72,6 +97,8 @@ def main() -> int:
     torch.jit.script(model).save(os.path.join(out, "resnet_small_nan.pt"))
     torch.manual_seed(1)
     torch.jit.script(BenchNet().train()).save(os.path.join(out, "resnet_bench.pt"))
+    torch.manual_seed(2)
+    torch.jit.script(LogNet().train()).save(os.path.join(out, "log_block.pt"))
     return 0
 
 
