@@ -55,14 +55,18 @@ std::shared_ptr<Outgoing> SnapshotUpdate(std::shared_ptr<const v1::Snapshot> pay
   return out;
 }
 
-// A feed shared by its viewers (WatchHub::Shared in `feeds`): made by the first viewer, dropped
-// with the last.
-template <typename Map, typename Make>
-auto Attach(Map& feeds, const typename Map::key_type& key, Make make) {
+// A feed shared by its viewers (WatchHub::Shared in `feeds`): made by the first viewer (with
+// the tick phase `phase` returns), dropped with the last. The reference is valid until `feeds`
+// changes.
+template <typename Map, typename Make, typename Phase>
+auto& Attach(Map& feeds, const typename Map::key_type& key, Make make, Phase phase) {
   auto& shared = feeds[key];
-  if (shared.feed == nullptr) shared.feed = make();
+  if (shared.feed == nullptr) {
+    shared.feed = make();
+    shared.phase = phase();
+  }
   ++shared.viewers;
-  return shared.feed;
+  return shared;
 }
 
 template <typename Map>
@@ -80,7 +84,8 @@ struct WatchHub::Mailbox {
 };
 
 struct WatchHub::Viewer {
-  Viewer(uint64_t id, absl::Duration interval, absl::Time now) : id(id), machine(interval, now) {}
+  Viewer(uint64_t id, absl::Duration interval, absl::Time now, absl::Duration phase)
+      : id(id), machine(interval, now, phase) {}
   const uint64_t id;
   WatchViewer machine;
   // Exactly one of these while attached.
@@ -310,18 +315,41 @@ bool WatchHub::TakePrepared() {
   return !ready.empty();
 }
 
+absl::Duration WatchHub::NextPhase() {
+  constexpr double kGoldenFraction = 0.6180339887498949;  // (sqrt(5) - 1) / 2.
+  const double f = std::fmod(static_cast<double>(feeds_made_++) * kGoldenFraction, 1.0);
+  return options_.min_interval * f;
+}
+
 void WatchHub::AddViewers(std::vector<Incoming> incoming, absl::Time now) {
+  auto phase = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_) { return NextPhase(); };
   for (Incoming& in : incoming) {
-    auto v = std::make_unique<Viewer>(in.id, in.interval, now);
+    std::shared_ptr<SessionFeed> feed;
+    std::shared_ptr<JobFeed> job;
+    std::shared_ptr<EvictedFeed> evicted;
+    absl::Duration tick_phase;
     if (!in.job_id.empty()) {
-      v->job = Attach(job_feeds_, in.job_id, [&] { return std::make_shared<JobFeed>(in.job_id); });
+      auto& shared = Attach(
+          job_feeds_, in.job_id, [&] { return std::make_shared<JobFeed>(in.job_id); }, phase);
+      job = shared.feed;
+      tick_phase = shared.phase;
     } else if (in.session != nullptr) {
       const Session* key = in.session.get();
-      v->feed = Attach(feeds_, key, [&] { return std::make_shared<SessionFeed>(in.session); });
+      auto& shared = Attach(
+          feeds_, key, [&] { return std::make_shared<SessionFeed>(in.session); }, phase);
+      feed = shared.feed;
+      tick_phase = shared.phase;
     } else {
-      v->evicted = Attach(evicted_feeds_, in.session_id,
-                          [&] { return std::make_shared<EvictedFeed>(in.session_id); });
+      auto& shared = Attach(
+          evicted_feeds_, in.session_id,
+          [&] { return std::make_shared<EvictedFeed>(in.session_id); }, phase);
+      evicted = shared.feed;
+      tick_phase = shared.phase;
     }
+    auto v = std::make_unique<Viewer>(in.id, in.interval, now, tick_phase);
+    v->feed = std::move(feed);
+    v->job = std::move(job);
+    v->evicted = std::move(evicted);
     viewers_.emplace(in.id, std::move(v));
   }
 }
