@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +17,8 @@ int64_t UnixNanosOrZero(absl::Time t) {
 
 // A viewer's update whose payload (a Snapshot or JobSnapshot) may be shared with other viewers'
 // updates: the message borrows it (protobuf's unsafe_arena_* calls on a heap message store and
-// release the pointer without copying) and gives it back before it is destroyed. Serialisation
-// only reads the payload, so several streams may write it at once.
+// release the pointer without copying) and gives it back before it is destroyed. The hub thread
+// serializes the payload once per pass (WatchWrite::shared); the sinks only read it.
 struct Outgoing {
   v1::WatchUpdate update;
   std::shared_ptr<const v1::Snapshot> snapshot;  // Borrowed by update.full / update.delta.
@@ -99,24 +100,46 @@ struct WatchHub::Viewer {
 struct WatchHub::Pass {
   struct Action {
     uint64_t id = 0;
-    std::shared_ptr<const v1::WatchUpdate> update;  // Send this, or
-    std::optional<absl::Status> close;              // close with this.
-    bool follow_up = false;  // Send: the viewer has more to say once it completes.
+    WatchWrite write;                   // Send this, or
+    std::optional<absl::Status> close;  // close with this.
+    bool follow_up = false;             // Send: the viewer has more to say once it completes.
     WatchSink* sink = nullptr;
   };
+  // `out` holds only its payload (or its kind) until this sets the viewer's own fields.
   void Send(uint64_t id, std::shared_ptr<Outgoing> out, uint64_t sequence, int64_t newest_event_ns,
             bool follow_up, absl::Time sent) {
-    out->update.set_sequence(sequence);
-    out->update.set_sent_unix_ns(absl::ToUnixNanos(sent));
-    out->update.set_newest_event_unix_ns(newest_event_ns);
     Action a;
     a.id = id;
-    a.update = std::shared_ptr<const v1::WatchUpdate>(out, &out->update);
     a.follow_up = follow_up;
+    auto set_own_fields = [&](v1::WatchUpdate& u) {
+      u.set_sequence(sequence);
+      u.set_sent_unix_ns(absl::ToUnixNanos(sent));
+      u.set_newest_event_unix_ns(newest_event_ns);
+    };
+    const void* payload = out->snapshot != nullptr ? static_cast<const void*>(out->snapshot.get())
+                                                   : static_cast<const void*>(out->job.get());
+    if (payload != nullptr) {
+      // Serialized before the viewer's own fields are set: the payload alone.
+      std::shared_ptr<const std::string>& wire = wires[{payload, out->update.kind_case()}];
+      if (wire == nullptr) {
+        wire = std::make_shared<const std::string>(out->update.SerializeAsString());
+      }
+      a.write.shared = wire;
+      v1::WatchUpdate own;
+      set_own_fields(own);
+      a.write.own = own.SerializeAsString();
+      set_own_fields(out->update);
+    } else {
+      set_own_fields(out->update);
+      a.write.own = out->update.SerializeAsString();
+    }
+    a.write.update = std::shared_ptr<const v1::WatchUpdate>(out, &out->update);
     actions.push_back(std::move(a));
   }
 
   std::vector<Action> actions;
+  // The payloads serialized in this pass (WatchWrite::shared), by payload and kind.
+  absl::flat_hash_map<std::pair<const void*, int>, std::shared_ptr<const std::string>> wires;
   std::vector<uint64_t> wake_when_done;  // Busy viewers with something pending.
   std::vector<PrepareTask> prepare;      // Started once the sinks were called.
 };
@@ -574,7 +597,7 @@ absl::Time WatchHub::PollLocked(bool force_close, bool* all_closed) {
       a.sink->Close(*a.close);
     } else {
       updates_sent_.fetch_add(1, std::memory_order_relaxed);
-      a.sink->SendUpdate(std::move(a.update));
+      a.sink->SendUpdate(std::move(a.write));
     }
   }
   for (PrepareTask& task : pass.prepare) StartPreparing(std::move(task));

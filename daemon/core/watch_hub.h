@@ -91,14 +91,29 @@
 
 namespace tracetorch::daemon {
 
+// One update for one viewer, with its wire form: the bytes `update` serializes to are `shared`
+// (when not null) followed by `own`. `shared` is the update's payload (its full, delta or job
+// alone, as a serialized WatchUpdate), serialized once for every viewer that one hub pass sends
+// the same payload to, and the same object for all of them; `own` is the rest (the sequence and
+// times), or the whole update when it has no payload to share (session_ended, shutdown).
+// Protobuf parses concatenated serializations as one message with the fields of both, so parsing
+// shared + own gives exactly *update; a transport that writes those bytes (watch_service.cc)
+// serializes each payload once per pass instead of once per viewer.
+struct WatchWrite {
+  std::shared_ptr<const v1::WatchUpdate> update;
+  std::shared_ptr<const std::string> shared;
+  std::string own;
+};
+
 // One viewer's outbound stream, as the hub uses it. The hub calls a sink from one thread at a
 // time, never again after Close(), and keeps at most one SendUpdate outstanding.
 class WatchSink {
  public:
   virtual ~WatchSink() = default;
-  // Starts writing `update`; must not block. The sink holds `update` until the write completes
-  // and then calls WatchHub::WriteDone (from any thread, possibly before this returns).
-  virtual void SendUpdate(std::shared_ptr<const v1::WatchUpdate> update) = 0;
+  // Starts writing `write` (its update, or the same bytes as its wire form); must not block. The
+  // sink holds what it writes until the write completes and then calls WatchHub::WriteDone (from
+  // any thread, possibly before this returns).
+  virtual void SendUpdate(WatchWrite write) = 0;
   // Ends the stream with `status`: the hub's last call on this sink. The sink must stay valid
   // until this call (it may go away right after it: tell the hub with WatchHub::Remove).
   virtual void Close(const absl::Status& status) = 0;

@@ -44,7 +44,12 @@ class FakeSink : public WatchSink {
     if (complete) hub->WriteDone(id, true);
   }
 
-  void SendUpdate(std::shared_ptr<const v1::WatchUpdate> update) override {
+  void SendUpdate(WatchWrite write) override {
+    // The wire form is the update: the shared payload bytes, then the viewer's own.
+    v1::WatchUpdate parsed;
+    EXPECT_TRUE(parsed.ParseFromString((write.shared != nullptr ? *write.shared : std::string()) +
+                                       write.own));
+    EXPECT_TRUE(SameProto(parsed, *write.update));
     WatchHub* hub = nullptr;
     uint64_t id = 0;
     {
@@ -52,7 +57,8 @@ class FakeSink : public WatchSink {
       EXPECT_FALSE(outstanding_) << "two writes in flight";
       EXPECT_FALSE(closed_.has_value()) << "a write after Close";
       outstanding_ = true;
-      updates_.push_back(update);
+      updates_.push_back(write.update);
+      shared_.push_back(write.shared);
       if (auto_complete_ && hub_ != nullptr) {
         outstanding_ = false;
         hub = hub_;
@@ -89,6 +95,11 @@ class FakeSink : public WatchSink {
   std::shared_ptr<const v1::WatchUpdate> update(size_t i) const {
     absl::MutexLock lock(&mu_);
     return updates_.at(i);
+  }
+  // The shared payload bytes of update `i` (WatchWrite::shared).
+  std::shared_ptr<const std::string> shared(size_t i) const {
+    absl::MutexLock lock(&mu_);
+    return shared_.at(i);
   }
   std::shared_ptr<const v1::WatchUpdate> last() const {
     absl::MutexLock lock(&mu_);
@@ -129,6 +140,7 @@ class FakeSink : public WatchSink {
   uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
   bool outstanding_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<const v1::WatchUpdate>> updates_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const std::string>> shared_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -691,6 +703,11 @@ TEST_F(WatchHubTest, ViewersOfTheSameStateShareOnePayload) {
     ASSERT_EQ(sink->update(1)->kind_case(), v1::WatchUpdate::kDelta);
     EXPECT_EQ(&sink->update(1)->delta(), &sinks[0]->update(1)->delta());
     EXPECT_EQ(sink->update(1)->sequence(), 2u);
+    // And serialized once: the same bytes, written by every viewer's stream.
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_NE(sink->shared(i), nullptr);
+      EXPECT_EQ(sink->shared(i), sinks[0]->shared(i));
+    }
   }
 }
 
