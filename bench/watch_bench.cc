@@ -18,7 +18,9 @@
 //
 // Freshness is split at WatchUpdate.sent_unix_ns (when the daemon built the update) into
 //   at build    sent_unix_ns - newest_event_unix_ns: the newest event's age when its update was
-//               built (the wait for the hub's pass and the state copy);
+//               built: how long before the tick the agent's latest batch arrived (agents send a
+//               batch every DaemonClientOptions::flush_interval, 20 ms, so up to that), the wait
+//               for the hub's pass and the state copy;
 //   transit     receive time - sent_unix_ns: the rest (the hub's other viewers in the same pass,
 //               serialisation, gRPC's threads, the socket, the viewer's thread and parse).
 //
