@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -19,7 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/batch_frames.h"
 #include "client/frame_socket.h"
+#include "client/replay_buffer.h"
 #include "guest/backoff.h"
 #include "protocol/address.h"
 #include "protocol/wire.h"
@@ -45,7 +48,9 @@ constexpr size_t kLayersPerTableFrame = 4096;
 class DaemonClient::Impl {
  public:
   Impl(DaemonClientOptions options, std::string socket_path)
-      : options_(std::move(options)), socket_path_(std::move(socket_path)) {}
+      : options_(std::move(options)),
+        socket_path_(std::move(socket_path)),
+        replay_(options_.replay_capacity, options_.replay_max_bytes) {}
 
   ~Impl() {
     if (thread_.joinable()) thread_.join();
@@ -292,10 +297,12 @@ class DaemonClient::Impl {
     return true;
   }
 
-  // Encodes and writes the taken layers and events; on failure they count as dropped.
+  // Encodes and writes the taken layers and events. Every batch frame gets the stream position of
+  // its first event and goes into the replay buffer; a frame a broken connection cut short is
+  // written again after the reconnect (or, out of the buffer, counted as lost by the daemon).
   void SendTaken(absl::Time deadline) {
-    const uint64_t events = send_forward_.size() + send_backward_.size();
-    uint64_t batches = 0;
+    const uint64_t taken = send_forward_.size() + send_backward_.size();
+    const uint64_t first_position = next_event_;
     out_.clear();
     for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
       const size_t n = std::min(kLayersPerTableFrame, send_layers_.size() - i);
@@ -306,71 +313,49 @@ class DaemonClient::Impl {
       absl::MutexLock lock(&mu_);
       dropped = stats_.dropped_events;
     }
-    if (send_op_graph_.has_value()) {
-      // A batch of its own, with the origin it explains; dropped when it cannot fit in a frame.
-      wire::BatchFields fields;
-      fields.dropped_events = dropped;
-      fields.nan_origin = send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
-      fields.op_graph_json = *send_op_graph_;
-      size_t need = send_op_graph_->size() + 64;  // Tags, lengths, sequence, drop count.
-      if (fields.nan_origin != nullptr) {
-        const NanOrigin& o = *fields.nan_origin;
-        need += o.layer.size() + o.op.size() + o.op_func.size() + o.op_module.size() + 32;
-      }
-      if (need <= options_.max_frame_bytes) {
-        fields.sequence = ++sequence_;
-        wire::AppendEventBatchFrame(fields, {}, {}, options_.max_frame_bytes, &out_);
-        send_nan_origin_.reset();
-      }
-      send_op_graph_.reset();
-    }
-    absl::Span<const ForwardEvent> fwd(send_forward_);
-    absl::Span<const BackwardEvent> bwd(send_backward_);
     frame_ends_.clear();
-    bool first = true;
-    while (!fwd.empty() || !bwd.empty() || (first && send_nan_origin_.has_value())) {
-      wire::BatchFields fields;
-      fields.sequence = ++sequence_;
-      fields.dropped_events = dropped;
-      fields.nan_origin = first && send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
-      first = false;
-      // Bound events per frame by max_batch_events as well as by bytes.
-      const size_t f_take = std::min(fwd.size(), options_.max_batch_events);
-      const size_t b_take = std::min(bwd.size(), options_.max_batch_events - f_take);
-      wire::BatchResult r = wire::AppendEventBatchFrame(
-          fields, fwd.first(f_take), bwd.first(b_take), options_.max_frame_bytes, &out_);
-      fwd.remove_prefix(r.forward_used);
-      bwd.remove_prefix(r.backward_used);
-      frame_ends_.push_back({out_.size(), r.forward_used + r.backward_used});
-      ++batches;
-      if (r.forward_used == 0 && r.backward_used == 0) break;  // Cannot happen; never spin.
-    }
+    TakenEvents taken_events{send_forward_, send_backward_,
+                             send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr,
+                             send_op_graph_.has_value() ? &*send_op_graph_ : nullptr, dropped};
+    const BatchFramesResult framed =
+        AppendBatchFrames(taken_events, options_.max_batch_events, options_.max_frame_bytes,
+                          &sequence_, &next_event_, &out_, &frame_ends_);
+    send_op_graph_.reset();
     send_layers_.clear();
     send_nan_origin_.reset();
     send_forward_.clear();
     send_backward_.clear();
 
-    size_t written = 0;
-    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline, &written)
+    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline)
                                          : absl::UnavailableError("not connected to tracetorchd");
-    // The events of every frame written whole count as sent even when a later one broke the
-    // connection: the daemon may have applied (and made durable) those, and on resume it counts
-    // whatever sent events it does not hold as lost. Events of a frame cut short are dropped here.
-    uint64_t sent = 0;
-    for (const FrameEnd& f : frame_ends_) {
-      if (f.end_offset <= written) sent += f.events;
+    uint64_t evicted = 0;
+    if (options_.replay_capacity > 0 && daemon_acks_) {
+      for (const BatchFrame& f : frame_ends_) {
+        evicted += replay_.Add(f.sequence, f.first_event, f.events,
+                               std::string_view(out_).substr(f.begin, f.end - f.begin));
+      }
     }
     {
       absl::MutexLock lock(&mu_);
-      finished_ += events;
-      stats_.sent_events += sent;
-      stats_.dropped_events += events - sent;
+      finished_ += taken;
+      stats_.sent_events += next_event_ - first_position;
+      stats_.dropped_events += framed.oversized;
+      stats_.replay_evicted_events += evicted;
+      stats_.replay_held_events = replay_.events();
       if (s.ok()) {
-        stats_.batches_sent += batches;
+        stats_.batches_sent += framed.batches;
         stats_.bytes_sent += out_.size();
       }
     }
     if (!s.ok()) Disconnect(s.message());
+  }
+
+  // The daemon holds every batch up to `sequence` on disk.
+  void Acknowledged(uint64_t sequence, uint64_t events) {
+    replay_.Acknowledge(sequence);
+    absl::MutexLock lock(&mu_);
+    stats_.durable_events = std::max(stats_.durable_events, events);
+    stats_.replay_held_events = replay_.events();
   }
 
   bool SendEnd(absl::Time deadline) {
@@ -429,7 +414,10 @@ class DaemonClient::Impl {
       layers_sent_ = layers_.size();
       resume = session_id_;
       hello.dropped_events = stats_.dropped_events;
-      hello.sent_events = stats_.sent_events;
+    }
+    hello.sent_events = next_event_;
+    if (options_.replay_capacity > 0) {
+      hello.replay_first_event = replay_.FirstEvent(next_event_);
     }
     hello.identity = &options_.identity;
     hello.resume_session_id = resume;
@@ -441,6 +429,7 @@ class DaemonClient::Impl {
     }
     absl::Status s = socket_->WriteAll(out_, deadline);
     if (s.ok()) s = AwaitWelcome(deadline);
+    if (s.ok()) s = Resend(deadline);
     if (!s.ok()) {
       CloseSocket();
       absl::MutexLock lock(&mu_);
@@ -461,15 +450,39 @@ class DaemonClient::Impl {
       if (reply->has_value()) {
         const wire::DaemonReply& r = **reply;
         if (r.kind == wire::DaemonReply::Kind::kWelcome) {
-          absl::MutexLock lock(&mu_);
-          session_id_ = r.session_id;
+          std::string previous;
+          {
+            absl::MutexLock lock(&mu_);
+            previous = session_id_;
+            session_id_ = r.session_id;
+          }
+          if (!r.resumed || r.session_id != previous) {
+            // A new session (the first, or the daemon would not continue the old one): its stream
+            // starts at 0, and what was held for the old one is no longer anyone's.
+            next_event_ = 0;
+            replay_.Clear();
+          }
+          // An older daemon acknowledges nothing and would count a re-sent event twice.
+          daemon_acks_ = r.durable_sequence.has_value();
+          if (!daemon_acks_) {
+            replay_.Clear();
+          } else {
+            Acknowledged(*r.durable_sequence, r.durable_events);
+          }
           return absl::OkStatus();
         }
         if (r.kind == wire::DaemonReply::Kind::kError) {
-          absl::MutexLock lock(&mu_);
-          ++stats_.daemon_errors;
-          return absl::Status(static_cast<absl::StatusCode>(r.code),
-                              absl::StrCat("tracetorchd refused the session: ", r.message));
+          absl::Status refused(static_cast<absl::StatusCode>(r.code),
+                               absl::StrCat("tracetorchd refused the session: ", r.message));
+          bool first_of_its_kind;
+          {
+            absl::MutexLock lock(&mu_);
+            ++stats_.daemon_errors;
+            ++stats_.refused_handshakes;
+            first_of_its_kind = logged_refusals_.insert(r.code).second;
+          }
+          if (first_of_its_kind) Log(refused);
+          return refused;
         }
         continue;
       }
@@ -477,6 +490,20 @@ class DaemonClient::Impl {
         return absl::UnavailableError("tracetorchd did not answer the Hello in time");
       }
     }
+  }
+
+  // Writes again the held frames the daemon's Welcome did not acknowledge, oldest first.
+  absl::Status Resend(absl::Time deadline) {
+    if (replay_.empty()) return absl::OkStatus();
+    out_.clear();
+    const uint64_t events = replay_.AppendAll(&out_);
+    absl::Status s = socket_->WriteAll(out_, deadline);
+    if (s.ok()) {
+      absl::MutexLock lock(&mu_);
+      stats_.resent_events += events;
+      stats_.replay_held_events = replay_.events();
+    }
+    return s;
   }
 
   // The next complete reply, without waiting; nullopt when none is complete yet; an error when the
@@ -499,6 +526,10 @@ class DaemonClient::Impl {
         return;
       }
       if (!reply->has_value()) return;
+      if ((*reply)->kind == wire::DaemonReply::Kind::kDurable) {
+        Acknowledged((*reply)->durable_sequence.value_or(0), (*reply)->durable_events);
+        continue;
+      }
       if ((*reply)->kind == wire::DaemonReply::Kind::kError) {
         {
           absl::MutexLock lock(&mu_);
@@ -523,6 +554,17 @@ class DaemonClient::Impl {
 
   void CloseSocket() { socket_.reset(); }
 
+  // One line for the host program's log: options_.log, else stderr.
+  void Log(const absl::Status& status) {
+    const std::string line =
+        absl::StrCat("tracetorch: ", status.message(), " (", socket_path_, "; retrying)");
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+
   const DaemonClientOptions options_;
   const std::string socket_path_;
 
@@ -534,12 +576,11 @@ class DaemonClient::Impl {
   std::vector<BackwardEvent> send_backward_;
   std::vector<LayerDecl> send_layers_;
   std::optional<NanOrigin> send_nan_origin_;
-  struct FrameEnd {
-    size_t end_offset;  // In out_, just past the frame.
-    uint64_t events;
-  };
-  std::vector<FrameEnd> frame_ends_;  // The event batch frames in out_.
+  std::vector<BatchFrame> frame_ends_;  // The event batch frames in out_.
   std::optional<std::string> send_op_graph_;
+  ReplayBuffer replay_;       // Batch frames written and not yet acknowledged durable.
+  uint64_t next_event_ = 0;   // The session's stream position of the next event batched.
+  bool daemon_acks_ = false;  // The daemon's latest Welcome had a durable point.
 
   std::thread thread_;
   absl::Notification sender_done_;
@@ -565,6 +606,7 @@ class DaemonClient::Impl {
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<int32_t> logged_refusals_ ABSL_GUARDED_BY(mu_);  // Status codes logged.
   DaemonClientStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

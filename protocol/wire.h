@@ -45,6 +45,8 @@ struct HelloFields {
   std::string_view resume_session_id;
   uint64_t dropped_events = 0;
   uint64_t sent_events = 0;
+  // Hello.replay_first_event (field 6): set by an agent that re-sends what is not yet durable.
+  std::optional<uint64_t> replay_first_event = {};
   int32_t protocol_version = kProtocolVersion;
 };
 
@@ -60,6 +62,8 @@ struct BatchFields {
   uint64_t dropped_events = 0;
   const NanOrigin* nan_origin = nullptr;  // Optional.
   std::string_view op_graph_json = {};    // Optional (field 6, bytes); must fit in one frame.
+  // Optional (field 7): the stream position of the batch's first event.
+  std::optional<uint64_t> first_event = {};
 };
 
 struct BatchResult {
@@ -78,13 +82,16 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
 
 // A decoded DaemonMessage.
 struct DaemonReply {
-  enum class Kind { kUnknown, kWelcome, kError };
+  enum class Kind { kUnknown, kWelcome, kError, kDurable };
   Kind kind = Kind::kUnknown;
   std::string session_id;  // Welcome
   bool resumed = false;    // Welcome
-  std::string message;     // IngestError
-  int32_t code = 0;        // IngestError: an absl::StatusCode value.
-  bool fatal = false;      // IngestError
+  // Welcome (durable_sequence: absent from an older daemon) and Durable (sequence, events).
+  std::optional<uint64_t> durable_sequence;
+  uint64_t durable_events = 0;
+  std::string message;  // IngestError
+  int32_t code = 0;     // IngestError: an absl::StatusCode value.
+  bool fatal = false;   // IngestError
 };
 
 // Parses a DaemonMessage payload (without the frame header). InvalidArgument when it is not valid
