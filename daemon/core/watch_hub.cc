@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,8 +17,8 @@ int64_t UnixNanosOrZero(absl::Time t) {
 
 // A viewer's update whose payload (a Snapshot or JobSnapshot) may be shared with other viewers'
 // updates: the message borrows it (protobuf's unsafe_arena_* calls on a heap message store and
-// release the pointer without copying) and gives it back before it is destroyed. Serialisation
-// only reads the payload, so several streams may write it at once.
+// release the pointer without copying) and gives it back before it is destroyed. The hub thread
+// serializes the payload once per pass (WatchWrite::shared); the sinks only read it.
 struct Outgoing {
   v1::WatchUpdate update;
   std::shared_ptr<const v1::Snapshot> snapshot;  // Borrowed by update.full / update.delta.
@@ -55,14 +56,18 @@ std::shared_ptr<Outgoing> SnapshotUpdate(std::shared_ptr<const v1::Snapshot> pay
   return out;
 }
 
-// A feed shared by its viewers (WatchHub::Shared in `feeds`): made by the first viewer, dropped
-// with the last.
-template <typename Map, typename Make>
-auto Attach(Map& feeds, const typename Map::key_type& key, Make make) {
+// A feed shared by its viewers (WatchHub::Shared in `feeds`): made by the first viewer (with
+// the tick phase `phase` returns), dropped with the last. The reference is valid until `feeds`
+// changes.
+template <typename Map, typename Make, typename Phase>
+auto& Attach(Map& feeds, const typename Map::key_type& key, Make make, Phase phase) {
   auto& shared = feeds[key];
-  if (shared.feed == nullptr) shared.feed = make();
+  if (shared.feed == nullptr) {
+    shared.feed = make();
+    shared.phase = phase();
+  }
   ++shared.viewers;
-  return shared.feed;
+  return shared;
 }
 
 template <typename Map>
@@ -80,7 +85,8 @@ struct WatchHub::Mailbox {
 };
 
 struct WatchHub::Viewer {
-  Viewer(uint64_t id, absl::Duration interval, absl::Time now) : id(id), machine(interval, now) {}
+  Viewer(uint64_t id, absl::Duration interval, absl::Time now, absl::Duration phase)
+      : id(id), machine(interval, now, phase) {}
   const uint64_t id;
   WatchViewer machine;
   // Exactly one of these while attached.
@@ -94,24 +100,46 @@ struct WatchHub::Viewer {
 struct WatchHub::Pass {
   struct Action {
     uint64_t id = 0;
-    std::shared_ptr<const v1::WatchUpdate> update;  // Send this, or
-    std::optional<absl::Status> close;              // close with this.
-    bool follow_up = false;  // Send: the viewer has more to say once it completes.
+    WatchWrite write;                   // Send this, or
+    std::optional<absl::Status> close;  // close with this.
+    bool follow_up = false;             // Send: the viewer has more to say once it completes.
     WatchSink* sink = nullptr;
   };
+  // `out` holds only its payload (or its kind) until this sets the viewer's own fields.
   void Send(uint64_t id, std::shared_ptr<Outgoing> out, uint64_t sequence, int64_t newest_event_ns,
             bool follow_up, absl::Time sent) {
-    out->update.set_sequence(sequence);
-    out->update.set_sent_unix_ns(absl::ToUnixNanos(sent));
-    out->update.set_newest_event_unix_ns(newest_event_ns);
     Action a;
     a.id = id;
-    a.update = std::shared_ptr<const v1::WatchUpdate>(out, &out->update);
     a.follow_up = follow_up;
+    auto set_own_fields = [&](v1::WatchUpdate& u) {
+      u.set_sequence(sequence);
+      u.set_sent_unix_ns(absl::ToUnixNanos(sent));
+      u.set_newest_event_unix_ns(newest_event_ns);
+    };
+    const void* payload = out->snapshot != nullptr ? static_cast<const void*>(out->snapshot.get())
+                                                   : static_cast<const void*>(out->job.get());
+    if (payload != nullptr) {
+      // Serialized before the viewer's own fields are set: the payload alone.
+      std::shared_ptr<const std::string>& wire = wires[{payload, out->update.kind_case()}];
+      if (wire == nullptr) {
+        wire = std::make_shared<const std::string>(out->update.SerializeAsString());
+      }
+      a.write.shared = wire;
+      v1::WatchUpdate own;
+      set_own_fields(own);
+      a.write.own = own.SerializeAsString();
+      set_own_fields(out->update);
+    } else {
+      set_own_fields(out->update);
+      a.write.own = out->update.SerializeAsString();
+    }
+    a.write.update = std::shared_ptr<const v1::WatchUpdate>(out, &out->update);
     actions.push_back(std::move(a));
   }
 
   std::vector<Action> actions;
+  // The payloads serialized in this pass (WatchWrite::shared), by payload and kind.
+  absl::flat_hash_map<std::pair<const void*, int>, std::shared_ptr<const std::string>> wires;
   std::vector<uint64_t> wake_when_done;  // Busy viewers with something pending.
   std::vector<PrepareTask> prepare;      // Started once the sinks were called.
 };
@@ -310,18 +338,41 @@ bool WatchHub::TakePrepared() {
   return !ready.empty();
 }
 
+absl::Duration WatchHub::NextPhase() {
+  constexpr double kGoldenFraction = 0.6180339887498949;  // (sqrt(5) - 1) / 2.
+  const double f = std::fmod(static_cast<double>(feeds_made_++) * kGoldenFraction, 1.0);
+  return options_.min_interval * f;
+}
+
 void WatchHub::AddViewers(std::vector<Incoming> incoming, absl::Time now) {
+  auto phase = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_) { return NextPhase(); };
   for (Incoming& in : incoming) {
-    auto v = std::make_unique<Viewer>(in.id, in.interval, now);
+    std::shared_ptr<SessionFeed> feed;
+    std::shared_ptr<JobFeed> job;
+    std::shared_ptr<EvictedFeed> evicted;
+    absl::Duration tick_phase;
     if (!in.job_id.empty()) {
-      v->job = Attach(job_feeds_, in.job_id, [&] { return std::make_shared<JobFeed>(in.job_id); });
+      auto& shared = Attach(
+          job_feeds_, in.job_id, [&] { return std::make_shared<JobFeed>(in.job_id); }, phase);
+      job = shared.feed;
+      tick_phase = shared.phase;
     } else if (in.session != nullptr) {
       const Session* key = in.session.get();
-      v->feed = Attach(feeds_, key, [&] { return std::make_shared<SessionFeed>(in.session); });
+      auto& shared = Attach(
+          feeds_, key, [&] { return std::make_shared<SessionFeed>(in.session); }, phase);
+      feed = shared.feed;
+      tick_phase = shared.phase;
     } else {
-      v->evicted = Attach(evicted_feeds_, in.session_id,
-                          [&] { return std::make_shared<EvictedFeed>(in.session_id); });
+      auto& shared = Attach(
+          evicted_feeds_, in.session_id,
+          [&] { return std::make_shared<EvictedFeed>(in.session_id); }, phase);
+      evicted = shared.feed;
+      tick_phase = shared.phase;
     }
+    auto v = std::make_unique<Viewer>(in.id, in.interval, now, tick_phase);
+    v->feed = std::move(feed);
+    v->job = std::move(job);
+    v->evicted = std::move(evicted);
     viewers_.emplace(in.id, std::move(v));
   }
 }
@@ -546,7 +597,7 @@ absl::Time WatchHub::PollLocked(bool force_close, bool* all_closed) {
       a.sink->Close(*a.close);
     } else {
       updates_sent_.fetch_add(1, std::memory_order_relaxed);
-      a.sink->SendUpdate(std::move(a.update));
+      a.sink->SendUpdate(std::move(a.write));
     }
   }
   for (PrepareTask& task : pass.prepare) StartPreparing(std::move(task));

@@ -15,8 +15,14 @@
 //    be continued). A job watch always gets the whole `job`.
 //  - Interval: 0 means the default (0.5 s); shorter than the minimum (0.05 s) is raised to the
 //    minimum, longer than the maximum (1 h) lowered to it; negative or not finite is
-//    InvalidArgument. Ticks fall on multiples of the interval since the Unix epoch, so viewers with
-//    the same interval tick together and share the work of building their updates.
+//    InvalidArgument. Ticks fall on the feed's phase plus multiples of the interval since the Unix
+//    epoch, so the viewers of one session (one job) with the same interval tick together and share
+//    the work of building their updates (and with intervals that are multiples of each other, on
+//    the ticks they have in common). Feeds are given different phases, spread over min_interval
+//    in the order they were made (the k-th: min_interval * frac(k * 0.618...), the golden-ratio
+//    sequence: 0, 30.9, 11.8, 42.7, 23.6 ms, ... at 50 ms), so that the work of many watched
+//    sessions comes as many small passes over the interval, not as one burst: a viewer's update
+//    never waits for the other sessions' updates of the same tick.
 //  - One write in flight. A tick that finds the viewer still writing leaves one pending state; a
 //    later tick with new changes REPLACES it (counted in updates_coalesced, and the skipped
 //    sequence number shows the gap to the viewer). When the write completes, the newest state is
@@ -85,14 +91,29 @@
 
 namespace tracetorch::daemon {
 
+// One update for one viewer, with its wire form: the bytes `update` serializes to are `shared`
+// (when not null) followed by `own`. `shared` is the update's payload (its full, delta or job
+// alone, as a serialized WatchUpdate), serialized once for every viewer that one hub pass sends
+// the same payload to, and the same object for all of them; `own` is the rest (the sequence and
+// times), or the whole update when it has no payload to share (session_ended, shutdown).
+// Protobuf parses concatenated serializations as one message with the fields of both, so parsing
+// shared + own gives exactly *update; a transport that writes those bytes (watch_service.cc)
+// serializes each payload once per pass instead of once per viewer.
+struct WatchWrite {
+  std::shared_ptr<const v1::WatchUpdate> update;
+  std::shared_ptr<const std::string> shared;
+  std::string own;
+};
+
 // One viewer's outbound stream, as the hub uses it. The hub calls a sink from one thread at a
 // time, never again after Close(), and keeps at most one SendUpdate outstanding.
 class WatchSink {
  public:
   virtual ~WatchSink() = default;
-  // Starts writing `update`; must not block. The sink holds `update` until the write completes
-  // and then calls WatchHub::WriteDone (from any thread, possibly before this returns).
-  virtual void SendUpdate(std::shared_ptr<const v1::WatchUpdate> update) = 0;
+  // Starts writing `write` (its update, or the same bytes as its wire form); must not block. The
+  // sink holds what it writes until the write completes and then calls WatchHub::WriteDone (from
+  // any thread, possibly before this returns).
+  virtual void SendUpdate(WatchWrite write) = 0;
   // Ends the stream with `status`: the hub's last call on this sink. The sink must stay valid
   // until this call (it may go away right after it: tell the hub with WatchHub::Remove).
   virtual void Close(const absl::Status& status) = 0;
@@ -170,6 +191,7 @@ class WatchHub {
   struct Shared {
     std::shared_ptr<F> feed;
     int viewers = 0;
+    absl::Duration phase;  // Of its viewers' ticks (see Interval above).
   };
 
   // What a sink's callbacks share with the poller.
@@ -214,6 +236,8 @@ class WatchHub {
   uint64_t CurrentVersion(Viewer& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   void Close(Viewer& v, absl::Status status, Pass& pass) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   void Detach(Viewer& v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
+  // The tick phase of the next feed made (see Interval above).
+  absl::Duration NextPhase() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   // Starts `task` on the executor (or the worker).
   void StartPreparing(PrepareTask task);
   void Wake() ABSL_LOCKS_EXCLUDED(mu_);
@@ -237,6 +261,7 @@ class WatchHub {
   // The poller's own state: only Poll passes (serialised by poll_mu_) touch it.
   absl::Mutex poll_mu_;
   uint64_t pass_ ABSL_GUARDED_BY(poll_mu_) = 0;
+  uint64_t feeds_made_ ABSL_GUARDED_BY(poll_mu_) = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Viewer>> viewers_ ABSL_GUARDED_BY(poll_mu_);
   absl::flat_hash_map<const Session*, Shared<SessionFeed>> feeds_ ABSL_GUARDED_BY(poll_mu_);
   absl::flat_hash_map<std::string, Shared<JobFeed>> job_feeds_ ABSL_GUARDED_BY(poll_mu_);

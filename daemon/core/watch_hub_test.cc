@@ -44,7 +44,12 @@ class FakeSink : public WatchSink {
     if (complete) hub->WriteDone(id, true);
   }
 
-  void SendUpdate(std::shared_ptr<const v1::WatchUpdate> update) override {
+  void SendUpdate(WatchWrite write) override {
+    // The wire form is the update: the shared payload bytes, then the viewer's own.
+    v1::WatchUpdate parsed;
+    EXPECT_TRUE(parsed.ParseFromString((write.shared != nullptr ? *write.shared : std::string()) +
+                                       write.own));
+    EXPECT_TRUE(SameProto(parsed, *write.update));
     WatchHub* hub = nullptr;
     uint64_t id = 0;
     {
@@ -52,7 +57,8 @@ class FakeSink : public WatchSink {
       EXPECT_FALSE(outstanding_) << "two writes in flight";
       EXPECT_FALSE(closed_.has_value()) << "a write after Close";
       outstanding_ = true;
-      updates_.push_back(update);
+      updates_.push_back(write.update);
+      shared_.push_back(write.shared);
       if (auto_complete_ && hub_ != nullptr) {
         outstanding_ = false;
         hub = hub_;
@@ -89,6 +95,11 @@ class FakeSink : public WatchSink {
   std::shared_ptr<const v1::WatchUpdate> update(size_t i) const {
     absl::MutexLock lock(&mu_);
     return updates_.at(i);
+  }
+  // The shared payload bytes of update `i` (WatchWrite::shared).
+  std::shared_ptr<const std::string> shared(size_t i) const {
+    absl::MutexLock lock(&mu_);
+    return shared_.at(i);
   }
   std::shared_ptr<const v1::WatchUpdate> last() const {
     absl::MutexLock lock(&mu_);
@@ -129,6 +140,7 @@ class FakeSink : public WatchSink {
   uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
   bool outstanding_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<const v1::WatchUpdate>> updates_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const std::string>> shared_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> closed_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -691,7 +703,55 @@ TEST_F(WatchHubTest, ViewersOfTheSameStateShareOnePayload) {
     ASSERT_EQ(sink->update(1)->kind_case(), v1::WatchUpdate::kDelta);
     EXPECT_EQ(&sink->update(1)->delta(), &sinks[0]->update(1)->delta());
     EXPECT_EQ(sink->update(1)->sequence(), 2u);
+    // And serialized once: the same bytes, written by every viewer's stream.
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_NE(sink->shared(i), nullptr);
+      EXPECT_EQ(sink->shared(i), sinks[0]->shared(i));
+    }
   }
+}
+
+TEST_F(WatchHubTest, SessionsTickApartAndTheViewersOfOneSessionTogether) {
+  // Three sessions, two viewers each, all at the minimum interval (50 ms).
+  std::vector<std::shared_ptr<Session>> sessions;
+  for (int i = 0; i < 3; ++i) sessions.push_back(NewSession(2, 1));
+  WatchHub* hub = MakeHub();
+  std::vector<std::vector<FakeSink*>> sinks(3);
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      sinks[i].push_back(&NewSink(/*auto_complete=*/true));
+      Subscribe(*hub, Request(sessions[i]->id(), 0.05), *sinks[i].back());
+    }
+  }
+  hub->Poll();  // Every first state at once.
+  for (auto& s : sessions) s->AddBatch(Batch({1}, 5, 1));
+  // Passes every millisecond for two intervals: when each viewer's second update went out.
+  std::vector<std::vector<absl::Duration>> sent_at(3, std::vector<absl::Duration>(2));
+  const absl::Time start = now_;
+  for (int ms = 1; ms <= 100; ++ms) {
+    now_ = start + absl::Milliseconds(ms);
+    hub->Poll();
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 2; ++j) {
+        if (sinks[i][j]->count() == 2 && sent_at[i][j] == absl::ZeroDuration()) {
+          sent_at[i][j] = now_ - start;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(sinks[i][0]->count(), 2u) << i;
+    ASSERT_EQ(sinks[i][1]->count(), 2u) << i;
+    // One session's viewers: the same pass, one shared delta.
+    EXPECT_EQ(sent_at[i][0], sent_at[i][1]) << i;
+    ASSERT_EQ(sinks[i][0]->update(1)->kind_case(), v1::WatchUpdate::kDelta);
+    EXPECT_EQ(&sinks[i][0]->update(1)->delta(), &sinks[i][1]->update(1)->delta()) << i;
+  }
+  // Phases 0, 30.9 and 11.8 ms: each a whole interval after the first states, apart from the
+  // others.
+  EXPECT_EQ(sent_at[0][0], absl::Milliseconds(50));
+  EXPECT_EQ(sent_at[1][0], absl::Milliseconds(81));
+  EXPECT_EQ(sent_at[2][0], absl::Milliseconds(62));
 }
 
 TEST_F(WatchHubTest, SessionEndSendsFinalFullThenEndedThenCloses) {
@@ -970,8 +1030,9 @@ TEST_F(WatchHubTest, AJobSnapshotIsPreparedOffTheHubThreadWhileOthersAreServed) 
 
   // A tick passes with the job's snapshot still being built: the session viewer is not held up,
   // and no second build of the job is queued behind the first.
+  // (The session's feed, the second made, ticks 30.9 ms after the job's.)
   s->AddBatch(Batch({0}, 5, 1));
-  now_ += absl::Milliseconds(100);
+  now_ += absl::Milliseconds(131);
   hub->Poll();
   EXPECT_EQ(session.count(), 2u);
   EXPECT_EQ(job.count(), 0u);
@@ -988,7 +1049,7 @@ TEST_F(WatchHubTest, AJobSnapshotIsPreparedOffTheHubThreadWhileOthersAreServed) 
   // The job changes; at its tick a new build starts, and the viewer is sent that one once it is
   // ready, between ticks.
   r0->AddBatch(Batch({1}, 3, 1));
-  now_ += absl::Milliseconds(100);
+  now_ += absl::Milliseconds(169);  // The job's next tick.
   hub->Poll();
   EXPECT_EQ(job.count(), 1u);
   ASSERT_EQ(preparations_.size(), 1u);

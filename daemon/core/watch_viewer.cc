@@ -5,20 +5,21 @@
 
 namespace tracetorch::daemon {
 
-absl::Time WatchTickAtOrAfter(absl::Time t, absl::Duration interval) {
+absl::Time WatchTickAtOrAfter(absl::Time t, absl::Duration interval, absl::Duration phase) {
   const int64_t iv = std::max<int64_t>(1, absl::ToInt64Nanoseconds(interval));
-  const int64_t ns = absl::ToUnixNanos(t);
+  const int64_t offset = absl::ToInt64Nanoseconds(phase) % iv;
+  const int64_t ns = absl::ToUnixNanos(t) - offset;
   int64_t q = ns / iv;
   if (q * iv < ns) ++q;
-  return absl::FromUnixNanos(q * iv);
+  return absl::FromUnixNanos(q * iv + offset);
 }
 
-WatchViewer::WatchViewer(absl::Duration interval, absl::Time now)
-    : interval_(interval), next_due_(now) {}
+WatchViewer::WatchViewer(absl::Duration interval, absl::Time now, absl::Duration phase)
+    : interval_(interval), tick_phase_(phase), next_due_(now) {}
 
 absl::Time WatchViewer::NextDue(absl::Time now, bool on_tick) const {
-  return on_tick ? WatchTickAtOrAfter(std::max(next_due_ + interval_, now), interval_)
-                 : WatchTickAtOrAfter(now + interval_, interval_);
+  return on_tick ? WatchTickAtOrAfter(std::max(next_due_ + interval_, now), interval_, tick_phase_)
+                 : WatchTickAtOrAfter(now + interval_, interval_, tick_phase_);
 }
 
 absl::Time WatchViewer::wake_at() const {

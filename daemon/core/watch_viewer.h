@@ -30,8 +30,10 @@
 
 namespace tracetorch::daemon {
 
-// The first tick (a multiple of `interval` since the Unix epoch) at or after `t`.
-absl::Time WatchTickAtOrAfter(absl::Time t, absl::Duration interval);
+// The first tick at or after `t`: `phase` plus a multiple of `interval` since the Unix epoch.
+// REQUIRES: 0 <= phase.
+absl::Time WatchTickAtOrAfter(absl::Time t, absl::Duration interval,
+                              absl::Duration phase = absl::ZeroDuration());
 
 class WatchViewer {
  public:
@@ -74,8 +76,9 @@ class WatchViewer {
     bool coalesced = false;  // A pending state was replaced (count it: updates_coalesced).
   };
 
-  // `interval` as clamped by the hub; `now`: subscription time (its first update is due at once).
-  WatchViewer(absl::Duration interval, absl::Time now);
+  // `interval` as clamped by the hub; `now`: subscription time (its first update is due at once);
+  // `phase`: its ticks' offset (WatchTickAtOrAfter), the same for every viewer of one feed.
+  WatchViewer(absl::Duration interval, absl::Time now, absl::Duration phase = absl::ZeroDuration());
 
   // This pass's step. `version` reads the feed's current version; it is called only when the
   // decision depends on it (at a due tick, or for the first state).
@@ -107,6 +110,7 @@ class WatchViewer {
   Step Send(Step::Kind kind);
 
   const absl::Duration interval_;
+  const absl::Duration tick_phase_;
   Phase phase_ = Phase::kFirst;
   absl::Time next_due_;
   uint64_t base_ = 0;

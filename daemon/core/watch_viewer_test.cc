@@ -52,6 +52,39 @@ TEST(WatchTickAtOrAfter, TicksAreMultiplesOfTheIntervalSinceTheEpoch) {
             absl::FromUnixMillis(1500));
 }
 
+TEST(WatchTickAtOrAfter, APhaseShiftsEveryTick) {
+  const absl::Duration phase = absl::Milliseconds(30);
+  EXPECT_EQ(WatchTickAtOrAfter(kStart, kInterval, phase), kStart + phase);
+  EXPECT_EQ(WatchTickAtOrAfter(kStart + phase, kInterval, phase), kStart + phase);
+  EXPECT_EQ(WatchTickAtOrAfter(kStart + phase + absl::Nanoseconds(1), kInterval, phase),
+            kStart + phase + kInterval);
+  EXPECT_EQ(WatchTickAtOrAfter(kStart - absl::Milliseconds(80), kInterval, phase),
+            kStart - absl::Milliseconds(70));
+  // A phase of an interval or more wraps around.
+  EXPECT_EQ(WatchTickAtOrAfter(kStart, kInterval, kInterval + phase), kStart + phase);
+}
+
+TEST(WatchViewer, ItsTicksKeepItsPhase) {
+  const absl::Duration phase = absl::Milliseconds(30);
+  WatchViewer v(kInterval, kStart, phase);
+  Version version;
+  version.value = 1;
+  ASSERT_EQ(v.Next(Idle(), At(kStart), std::ref(version)).kind, Kind::kSendState);
+  v.StateSent(1, std::nullopt, kStart);
+  // Off-tick first state: the first tick a whole interval later, on its phase.
+  const absl::Time tick = kStart + kInterval + phase;
+  EXPECT_EQ(v.wake_at(), tick);
+  EXPECT_EQ(v.Next(Idle(), At(tick - absl::Milliseconds(1)), std::ref(version)).kind,
+            Kind::kNothing);
+  version.value = 2;
+  ASSERT_EQ(v.Next(Idle(), At(tick), std::ref(version)).kind, Kind::kSendState);
+  v.StateSent(2, std::nullopt, tick);
+  EXPECT_EQ(v.wake_at(), tick + kInterval);
+  // Nothing new at the next tick: the one after, still on its phase.
+  EXPECT_EQ(v.Next(Idle(), At(tick + kInterval), std::ref(version)).kind, Kind::kNothing);
+  EXPECT_EQ(v.wake_at(), tick + 2 * kInterval);
+}
+
 TEST(WatchViewer, TheFirstStateIsDueAtOnceOffTick) {
   const absl::Time off_tick = kStart + absl::Milliseconds(37);
   WatchViewer v(kInterval, off_tick);

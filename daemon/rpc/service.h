@@ -51,7 +51,11 @@ struct ServiceDeps {
   std::function<v1::DaemonStats()> stats;
 };
 
-class TraceServiceImpl final : public v1::TraceService::CallbackService {
+// Watch is registered raw (its requests and updates as bytes): the hub gives each update's wire
+// form with the payload serialized once for all its viewers (WatchWrite), which the typed
+// callback API would serialize again for every viewer.
+class TraceServiceImpl final
+    : public v1::TraceService::WithRawCallbackMethod_Watch<v1::TraceService::CallbackService> {
  public:
   explicit TraceServiceImpl(ServiceDeps deps) : deps_(std::move(deps)) {}
 
@@ -65,9 +69,10 @@ class TraceServiceImpl final : public v1::TraceService::CallbackService {
                                      const v1::GetStatsRequest* request,
                                      v1::DaemonStats* response) override;
 
-  // watch_service.cc
-  grpc::ServerWriteReactor<v1::WatchUpdate>* Watch(grpc::CallbackServerContext* context,
-                                                   const v1::WatchRequest* request) override;
+  // watch_service.cc: `request` is a serialized v1::WatchRequest (INVALID_ARGUMENT otherwise);
+  // the stream's messages are serialized v1::WatchUpdate.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Watch(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request) override;
 
   grpc::ServerUnaryReactor* Diff(grpc::CallbackServerContext* context,
                                  const v1::DiffRequest* request,

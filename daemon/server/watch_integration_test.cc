@@ -3,6 +3,7 @@
 // (service_client::TraceServiceClient::Watch), and a viewer that stops reading. Handshakes and
 // deadline polling only; no bare sleeps in the checks.
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "daemon/server/daemon.h"
 #include "daemon/testing/messages.h"
 #include "daemon/testing/test_util.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "protocol/watch_state.h"
@@ -352,6 +354,38 @@ TEST_F(WatchIntegrationTest, BadTargetsEndTheStreamWithTheirError) {
     Viewer v(rpc_, r);
     v.Join();
     EXPECT_EQ(v.finish_status().code(), absl::StatusCode::kInvalidArgument) << v.finish_status();
+  }
+}
+
+TEST_F(WatchIntegrationTest, ARequestThatIsNotAWatchRequestIsInvalidArgument) {
+  // Watch is served raw (watch_service.cc parses its request itself): bytes that are no
+  // WatchRequest, sent with a generic stub, end the stream with INVALID_ARGUMENT.
+  grpc::GenericStub stub(grpc::CreateChannel("unix:" + rpc_, grpc::InsecureChannelCredentials()));
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, "/tracetorch.v1.TraceService/Watch", &cq);
+  ASSERT_NE(call, nullptr);
+  auto wait_for = [&cq](intptr_t expected) {
+    void* tag = nullptr;
+    bool ok = false;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(tag, reinterpret_cast<void*>(expected));
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  wait_for(1);
+  grpc::Slice garbage("\xff\xff\xff", 3);  // A varint that never ends: no protobuf message.
+  call->WriteLast(grpc::ByteBuffer(&garbage, 1), grpc::WriteOptions(), reinterpret_cast<void*>(2));
+  wait_for(2);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(3));
+  wait_for(3);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
   }
 }
 
