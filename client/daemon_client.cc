@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -75,18 +76,18 @@ class DaemonClient::Impl {
     }
   }
 
-  bool EnqueueForward(ForwardEvent&& event) ABSL_LOCKS_EXCLUDED(mu_) {
+  // Encodes the event straight into the queue (no copy of the event, no allocation once the
+  // queue's buffer has grown); the sender wraps the queued bytes in frames.
+  bool EnqueueForward(const ForwardEvent& event) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (!AcceptLocked()) return false;
-    forward_.push_back(std::move(event));
-    return true;
+    if (!HasRoomLocked()) return false;
+    return AcceptLocked(wire::AppendForwardEventField(event, &queue_));
   }
 
   bool EnqueueBackward(const BackwardEvent& event) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (!AcceptLocked()) return false;
-    backward_.push_back(event);
-    return true;
+    if (!HasRoomLocked()) return false;
+    return AcceptLocked(wire::AppendBackwardEventField(event, &queue_));
   }
 
   void SetNanOrigin(const NanOrigin& origin) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -111,6 +112,7 @@ class DaemonClient::Impl {
     if (closing_) return absl::FailedPreconditionError("the tracetorchd client is closed");
     const uint64_t target = accepted_;
     flush_target_ = std::max(flush_target_, target);
+    wake_sender_.Signal();
     auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= target; };
     if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -137,6 +139,7 @@ class DaemonClient::Impl {
         return absl::FailedPreconditionError("the tracetorchd client is already closed");
       closing_ = true;
       close_deadline_ = absl::Now() + wait;
+      wake_sender_.Signal();
     }
     if (!sender_done_.WaitForNotificationWithTimeout(wait + kPollSlice)) {
       abort_io_.store(true, std::memory_order_relaxed);
@@ -165,13 +168,28 @@ class DaemonClient::Impl {
   }
 
  private:
-  bool AcceptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (closing_ || forward_.size() + backward_.size() >= options_.queue_capacity) {
+  // False (and counted as dropped) when the client is closing or the queue is full.
+  bool HasRoomLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (closing_ || queued_events_ >= options_.queue_capacity) {
+      ++stats_.dropped_events;
+      return false;
+    }
+    return true;
+  }
+
+  // Takes the event whose field of `bytes` was just appended to queue_: false (removed again and
+  // counted as dropped) when it cannot fit in any frame. A full batch wakes the sender: one wakeup
+  // per max_batch_events events, not one per event (between batches the sender wakes only at its
+  // flush interval, or for Flush and Close).
+  bool AcceptLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (bytes + wire::kMaxEncodedBatchOverheadBytes > options_.max_frame_bytes) {
+      queue_.resize(queue_.size() - bytes);
       ++stats_.dropped_events;
       return false;
     }
     ++accepted_;
     ++stats_.enqueued_events;
+    if (++queued_events_ == options_.max_batch_events) wake_sender_.Signal();
     return true;
   }
 
@@ -230,17 +248,19 @@ class DaemonClient::Impl {
       *last_write = absl::Now();
     }
 
-    // Wait for something to send: a full batch, a flush, Close(), or the flush interval.
+    // Wait for something to send: a full batch, a flush, Close(), or the flush interval. A
+    // condition variable, not Mutex::Await: an Await'ed condition is evaluated by every Unlock,
+    // that is by every Enqueue*, while the sender waits.
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closing_ || forward_.size() + backward_.size() >= options_.max_batch_events ||
-               flush_target_ > taken_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.flush_interval);
-      std::swap(forward_, send_forward_);
-      std::swap(backward_, send_backward_);
-      taken_ += send_forward_.size() + send_backward_.size();
+      const absl::Time until = absl::Now() + options_.flush_interval;
+      while (!closing_ && queued_events_ < options_.max_batch_events && flush_target_ <= taken_) {
+        if (wake_sender_.WaitWithDeadline(&mu_, until)) break;  // The flush interval is over.
+      }
+      std::swap(queue_, send_queue_);
+      send_events_ = queued_events_;
+      queued_events_ = 0;
+      taken_ += send_events_;
       if (layers_sent_ < layers_.size()) {
         send_layers_.assign(layers_.begin() + static_cast<ptrdiff_t>(layers_sent_), layers_.end());
         layers_sent_ = layers_.size();
@@ -258,7 +278,7 @@ class DaemonClient::Impl {
     }
 
     const absl::Time write_deadline = closing ? deadline : absl::Now() + options_.io_timeout;
-    const bool had_events = !send_forward_.empty() || !send_backward_.empty();
+    const bool had_events = send_events_ > 0;
     if (!send_layers_.empty() || had_events || send_nan_origin_.has_value() ||
         send_op_graph_.has_value()) {
       SendTaken(write_deadline);
@@ -282,7 +302,7 @@ class DaemonClient::Impl {
       bool empty;
       {
         absl::MutexLock lock(&mu_);
-        empty = forward_.empty() && backward_.empty() && layers_sent_ == layers_.size();
+        empty = queued_events_ == 0 && layers_sent_ == layers_.size();
       }
       if (empty && socket_.has_value()) {
         FinishClose(/*end_sent=*/SendEnd(deadline));
@@ -294,7 +314,7 @@ class DaemonClient::Impl {
 
   // Encodes and writes the taken layers and events; on failure they count as dropped.
   void SendTaken(absl::Time deadline) {
-    const uint64_t events = send_forward_.size() + send_backward_.size();
+    const uint64_t events = send_events_;
     uint64_t batches = 0;
     out_.clear();
     for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
@@ -324,31 +344,38 @@ class DaemonClient::Impl {
       }
       send_op_graph_.reset();
     }
-    absl::Span<const ForwardEvent> fwd(send_forward_);
-    absl::Span<const BackwardEvent> bwd(send_backward_);
+    // The queued event fields, max_batch_events and max_frame_bytes at most per frame (every
+    // event fits in one: AcceptLocked), the NaN origin with the first.
+    std::string_view queued(send_queue_);
     frame_ends_.clear();
     bool first = true;
-    while (!fwd.empty() || !bwd.empty() || (first && send_nan_origin_.has_value())) {
+    while (!queued.empty() || (first && send_nan_origin_.has_value())) {
       wire::BatchFields fields;
-      fields.sequence = ++sequence_;
+      fields.sequence = sequence_ + 1;
       fields.dropped_events = dropped;
       fields.nan_origin = first && send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
       first = false;
-      // Bound events per frame by max_batch_events as well as by bytes.
-      const size_t f_take = std::min(fwd.size(), options_.max_batch_events);
-      const size_t b_take = std::min(bwd.size(), options_.max_batch_events - f_take);
-      wire::BatchResult r = wire::AppendEventBatchFrame(
-          fields, fwd.first(f_take), bwd.first(b_take), options_.max_frame_bytes, &out_);
-      fwd.remove_prefix(r.forward_used);
-      bwd.remove_prefix(r.backward_used);
-      frame_ends_.push_back({out_.size(), r.forward_used + r.backward_used});
+      // The frame's own bytes, and 4 for its length varint growing to 5 bytes with the events.
+      const size_t overhead = wire::EncodedEventBatchPayloadBytes(fields, 0) + 4;
+      size_t bytes = 0;
+      uint64_t n = 0;
+      while (bytes < queued.size() && n < options_.max_batch_events) {
+        const size_t field = wire::EventFieldLength(queued.substr(bytes));
+        if (field == 0 || overhead + bytes + field > options_.max_frame_bytes) break;
+        bytes += field;
+        ++n;
+      }
+      if (n == 0 && fields.nan_origin == nullptr) break;  // Cannot happen; never spin.
+      ++sequence_;
+      wire::AppendEncodedEventBatchFrame(fields, queued.substr(0, bytes), &out_);
+      queued.remove_prefix(bytes);
+      frame_ends_.push_back({out_.size(), n});
       ++batches;
-      if (r.forward_used == 0 && r.backward_used == 0) break;  // Cannot happen; never spin.
     }
     send_layers_.clear();
     send_nan_origin_.reset();
-    send_forward_.clear();
-    send_backward_.clear();
+    send_queue_.clear();
+    send_events_ = 0;
 
     size_t written = 0;
     absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline, &written)
@@ -396,12 +423,12 @@ class DaemonClient::Impl {
   // Drops whatever is still queued (counted) and records Close()'s result.
   void FinishClose(bool end_sent) {
     absl::MutexLock lock(&mu_);
-    const uint64_t left = forward_.size() + backward_.size();
+    const uint64_t left = queued_events_;
     stats_.dropped_events += left;
     finished_ += left;
     taken_ += left;
-    forward_.clear();
-    backward_.clear();
+    queue_.clear();
+    queued_events_ = 0;
     if (end_sent) {
       close_status_ = absl::OkStatus();
     } else {
@@ -529,9 +556,9 @@ class DaemonClient::Impl {
   // Owned by the sender thread only.
   std::optional<FrameSocket> socket_;  // The connection, when there is one.
   uint64_t sequence_ = 0;
-  std::string out_;  // Encoded frames.
-  std::vector<ForwardEvent> send_forward_;
-  std::vector<BackwardEvent> send_backward_;
+  std::string out_;           // Encoded frames.
+  std::string send_queue_;    // Event fields taken from queue_...
+  uint64_t send_events_ = 0;  // ...and how many.
   std::vector<LayerDecl> send_layers_;
   std::optional<NanOrigin> send_nan_origin_;
   struct FrameEnd {
@@ -546,8 +573,10 @@ class DaemonClient::Impl {
   std::atomic<bool> abort_io_{false};
 
   mutable absl::Mutex mu_;
-  std::vector<ForwardEvent> forward_ ABSL_GUARDED_BY(mu_);
-  std::vector<BackwardEvent> backward_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar wake_sender_;  // A full batch, a Flush, Close.
+  // The queue: events encoded as EventBatch fields (protocol/wire.h), in the order they came.
+  std::string queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_events_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<LayerDecl> layers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> layer_ids_ ABSL_GUARDED_BY(mu_);
   size_t layers_sent_ ABSL_GUARDED_BY(mu_) = 0;  // Prefix of layers_ sent on this connection.

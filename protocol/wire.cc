@@ -283,6 +283,23 @@ void EncodeNanOrigin(S& s, const NanOrigin& o) {
   StringField(s, 6, o.op_module);
 }
 
+// An EventBatch's own fields: the sequence (written first) and the tail (after the events).
+template <typename S>
+void WriteBatchTail(S& s, const BatchFields& batch) {
+  UintField(s, 4, batch.dropped_events);
+  if (batch.nan_origin != nullptr) {
+    MessageField(s, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
+  }
+  StringField(s, 6, batch.op_graph_json);
+}
+
+size_t BatchFixedBytes(const BatchFields& batch) {
+  Counter c;
+  UintField(c, 1, batch.sequence);
+  WriteBatchTail(c, batch);
+  return c.size();
+}
+
 // Appends header + AgentMessage{field: body} to `out`.
 template <typename Body>
 void AppendAgentFrame(uint32_t field, const Body& body, std::string* out) {
@@ -370,6 +387,59 @@ void AppendEndFrame(std::optional<double> total_time_ms, uint64_t dropped_events
       out);
 }
 
+size_t AppendForwardEventField(const ForwardEvent& event, std::string* out) {
+  const size_t size = ForwardSize(event);
+  const size_t n = 1 + VarintSize(size) + size;
+  const size_t start = out->size();
+  out->resize(start + n);
+  Writer w(out->data() + start);
+  Tag(w, 2, kLength);
+  w.Varint(size);
+  EncodeForward(w, event);
+  return n;
+}
+
+size_t AppendBackwardEventField(const BackwardEvent& event, std::string* out) {
+  const size_t size = BackwardSize(event);
+  const size_t n = 1 + VarintSize(size) + size;
+  const size_t start = out->size();
+  out->resize(start + n);
+  Writer w(out->data() + start);
+  Tag(w, 3, kLength);
+  w.Varint(size);
+  EncodeBackward(w, event);
+  return n;
+}
+
+size_t EventFieldLength(std::string_view events) {
+  format::Reader r(events);
+  uint32_t field, wire_type;
+  std::string_view body;
+  if (!r.Tag(&field, &wire_type) || wire_type != kLength || !r.LengthDelimited(&body)) return 0;
+  return static_cast<size_t>(r.position() - events.data());
+}
+
+size_t EncodedEventBatchPayloadBytes(const BatchFields& batch, size_t event_bytes) {
+  const size_t batch_size = BatchFixedBytes(batch) + event_bytes;
+  return 1 + VarintSize(batch_size) + batch_size;
+}
+
+void AppendEncodedEventBatchFrame(const BatchFields& batch, std::string_view events,
+                                  std::string* out) {
+  const size_t batch_size = BatchFixedBytes(batch) + events.size();
+  const size_t payload = 1 + VarintSize(batch_size) + batch_size;
+  const size_t start = out->size();
+  out->resize(start + kFrameHeaderBytes + payload);
+  char* p = out->data() + start;
+  PutFrameHeader(static_cast<uint32_t>(payload), p);
+  Writer w(p + kFrameHeaderBytes);
+  Tag(w, 3, kLength);
+  w.Varint(batch_size);
+  UintField(w, 1, batch.sequence);
+  w.Bytes(events);
+  WriteBatchTail(w, batch);
+}
+
 BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const ForwardEvent> forward,
                                   absl::Span<const BackwardEvent> backward,
                                   uint32_t max_frame_bytes, std::string* out) {
@@ -380,15 +450,9 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
   thread_local std::vector<uint32_t> b_sizes;
   f_sizes.clear();
   b_sizes.clear();
-  Counter fixed;
-  UintField(fixed, 1, batch.sequence);
-  UintField(fixed, 4, batch.dropped_events);
-  if (batch.nan_origin != nullptr) {
-    MessageField(fixed, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
-  }
-  StringField(fixed, 6, batch.op_graph_json);
+  const size_t fixed = BatchFixedBytes(batch);
   // The AgentMessage wrapper: tag + up to 5 bytes of length.
-  const size_t base = fixed.size() + 1 + 5;
+  const size_t base = fixed + 1 + 5;
   size_t used = base;
 
   size_t f_begin = 0;
@@ -424,7 +488,7 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
     return result;
   }
 
-  const size_t batch_size = used - base + fixed.size();
+  const size_t batch_size = used - base + fixed;
   const size_t payload = 1 + VarintSize(batch_size) + batch_size;
   const size_t start = out->size();
   out->resize(start + kFrameHeaderBytes + payload);
@@ -444,11 +508,7 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
     w.Varint(b_sizes[i]);
     EncodeBackward(w, backward[i]);
   }
-  UintField(w, 4, batch.dropped_events);
-  if (batch.nan_origin != nullptr) {
-    MessageField(w, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
-  }
-  StringField(w, 6, batch.op_graph_json);
+  WriteBatchTail(w, batch);
   return result;
 }
 
