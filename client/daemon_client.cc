@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/event_queue.h"
 #include "client/frame_socket.h"
 #include "guest/backoff.h"
 #include "protocol/address.h"
@@ -46,7 +47,9 @@ constexpr size_t kLayersPerTableFrame = 4096;
 class DaemonClient::Impl {
  public:
   Impl(DaemonClientOptions options, std::string socket_path)
-      : options_(std::move(options)), socket_path_(std::move(socket_path)) {}
+      : options_(std::move(options)),
+        socket_path_(std::move(socket_path)),
+        queue_(options_.queue_capacity, options_.max_frame_bytes, options_.max_batch_events) {}
 
   ~Impl() {
     if (thread_.joinable()) thread_.join();
@@ -76,19 +79,10 @@ class DaemonClient::Impl {
     }
   }
 
-  // Encodes the event straight into the queue (no copy of the event, no allocation once the
-  // queue's buffer has grown); the sender wraps the queued bytes in frames.
-  bool EnqueueForward(const ForwardEvent& event) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (!HasRoomLocked()) return false;
-    return AcceptLocked(wire::AppendForwardEventField(event, &queue_));
-  }
-
-  bool EnqueueBackward(const BackwardEvent& event) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (!HasRoomLocked()) return false;
-    return AcceptLocked(wire::AppendBackwardEventField(event, &queue_));
-  }
+  // Encoded straight into the queue (no copy of the event, no allocation once the queue's buffer
+  // has grown), without mu_; the sender wraps the queued bytes in frames.
+  bool EnqueueForward(const ForwardEvent& event) { return queue_.PushForward(event); }
+  bool EnqueueBackward(const BackwardEvent& event) { return queue_.PushBackward(event); }
 
   void SetNanOrigin(const NanOrigin& origin) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -110,14 +104,13 @@ class DaemonClient::Impl {
   absl::Status Flush(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (closing_) return absl::FailedPreconditionError("the tracetorchd client is closed");
-    const uint64_t target = accepted_;
-    flush_target_ = std::max(flush_target_, target);
-    wake_sender_.Signal();
+    const uint64_t target = queue_.accepted();
+    queue_.Wake();
     auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= target; };
     if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "flush: ", accepted_ - finished_, " events not yet written to tracetorchd at ",
-          socket_path_, connected_ ? "" : " (not connected)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("flush: ", target - finished_, " events not yet written to tracetorchd at ",
+                       socket_path_, connected_ ? "" : " (not connected)"));
     }
     return absl::OkStatus();
   }
@@ -133,13 +126,15 @@ class DaemonClient::Impl {
   }
 
   absl::Status Close(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_) {
+    // Before closing_: once the sender sees closing_, nothing more can be queued, so what
+    // FinishClose drops is final.
+    queue_.Refuse();
     {
       absl::MutexLock lock(&mu_);
       if (closing_)
         return absl::FailedPreconditionError("the tracetorchd client is already closed");
       closing_ = true;
       close_deadline_ = absl::Now() + wait;
-      wake_sender_.Signal();
     }
     if (!sender_done_.WaitForNotificationWithTimeout(wait + kPollSlice)) {
       abort_io_.store(true, std::memory_order_relaxed);
@@ -157,6 +152,8 @@ class DaemonClient::Impl {
   DaemonClientStats stats() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     DaemonClientStats s = stats_;
+    s.enqueued_events = queue_.accepted();
+    s.dropped_events = DroppedLocked();
     s.connected = connected_;
     s.last_error = last_error_;
     return s;
@@ -168,29 +165,10 @@ class DaemonClient::Impl {
   }
 
  private:
-  // False (and counted as dropped) when the client is closing or the queue is full.
-  bool HasRoomLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (closing_ || queued_events_ >= options_.queue_capacity) {
-      ++stats_.dropped_events;
-      return false;
-    }
-    return true;
-  }
-
-  // Takes the event whose field of `bytes` was just appended to queue_: false (removed again and
-  // counted as dropped) when it cannot fit in any frame. A full batch wakes the sender: one wakeup
-  // per max_batch_events events, not one per event (between batches the sender wakes only at its
-  // flush interval, or for Flush and Close).
-  bool AcceptLocked(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (bytes + wire::kMaxEncodedBatchOverheadBytes > options_.max_frame_bytes) {
-      queue_.resize(queue_.size() - bytes);
-      ++stats_.dropped_events;
-      return false;
-    }
-    ++accepted_;
-    ++stats_.enqueued_events;
-    if (++queued_events_ == options_.max_batch_events) wake_sender_.Signal();
-    return true;
+  // Every event dropped: refused by the queue, or lost by the sender (a broken connection, unsent
+  // at Close).
+  uint64_t DroppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stats_.dropped_events + queue_.dropped();
   }
 
   // ---- Sender thread ----
@@ -248,19 +226,12 @@ class DaemonClient::Impl {
       *last_write = absl::Now();
     }
 
-    // Wait for something to send: a full batch, a flush, Close(), or the flush interval. A
-    // condition variable, not Mutex::Await: an Await'ed condition is evaluated by every Unlock,
-    // that is by every Enqueue*, while the sender waits.
+    // Wait for something to send: a full batch, a flush, Close(), or the flush interval (the
+    // queue wakes the sender once per batch, not per event). The events first, then the layers:
+    // a layer declared before an event was queued is then in layers_.
+    send_events_ = queue_.Take(absl::Now() + options_.flush_interval, &send_queue_);
     {
       absl::MutexLock lock(&mu_);
-      const absl::Time until = absl::Now() + options_.flush_interval;
-      while (!closing_ && queued_events_ < options_.max_batch_events && flush_target_ <= taken_) {
-        if (wake_sender_.WaitWithDeadline(&mu_, until)) break;  // The flush interval is over.
-      }
-      std::swap(queue_, send_queue_);
-      send_events_ = queued_events_;
-      queued_events_ = 0;
-      taken_ += send_events_;
       if (layers_sent_ < layers_.size()) {
         send_layers_.assign(layers_.begin() + static_cast<ptrdiff_t>(layers_sent_), layers_.end());
         layers_sent_ = layers_.size();
@@ -288,7 +259,7 @@ class DaemonClient::Impl {
       uint64_t dropped;
       {
         absl::MutexLock lock(&mu_);
-        dropped = stats_.dropped_events;
+        dropped = DroppedLocked();
       }
       wire::AppendHeartbeatFrame(absl::GetCurrentTimeNanos(), dropped, &out_);
       if (absl::Status s = socket_->WriteAll(out_, write_deadline); !s.ok()) {
@@ -302,7 +273,7 @@ class DaemonClient::Impl {
       bool empty;
       {
         absl::MutexLock lock(&mu_);
-        empty = queued_events_ == 0 && layers_sent_ == layers_.size();
+        empty = queue_.size() == 0 && layers_sent_ == layers_.size();
       }
       if (empty && socket_.has_value()) {
         FinishClose(/*end_sent=*/SendEnd(deadline));
@@ -324,7 +295,7 @@ class DaemonClient::Impl {
     uint64_t dropped;
     {
       absl::MutexLock lock(&mu_);
-      dropped = stats_.dropped_events;
+      dropped = DroppedLocked();
     }
     if (send_op_graph_.has_value()) {
       // A batch of its own, with the origin it explains; dropped when it cannot fit in a frame.
@@ -344,8 +315,9 @@ class DaemonClient::Impl {
       }
       send_op_graph_.reset();
     }
-    // The queued event fields, max_batch_events and max_frame_bytes at most per frame (every
-    // event fits in one: AcceptLocked), the NaN origin with the first.
+    // The queued event fields in frames of max_batch_events and kBatchFrameBytes at most (an
+    // event larger than that alone, up to max_frame_bytes: every event fits in one, EventQueue
+    // saw to it), the NaN origin with the first.
     std::string_view queued(send_queue_);
     frame_ends_.clear();
     bool first = true;
@@ -361,7 +333,10 @@ class DaemonClient::Impl {
       uint64_t n = 0;
       while (bytes < queued.size() && n < options_.max_batch_events) {
         const size_t field = wire::EventFieldLength(queued.substr(bytes));
-        if (field == 0 || overhead + bytes + field > options_.max_frame_bytes) break;
+        if (field == 0 || overhead + bytes + field > options_.max_frame_bytes ||
+            (n > 0 && overhead + bytes + field > wire::kBatchFrameBytes)) {
+          break;
+        }
         bytes += field;
         ++n;
       }
@@ -407,7 +382,7 @@ class DaemonClient::Impl {
     {
       absl::MutexLock lock(&mu_);
       total = total_time_ms_;
-      dropped = stats_.dropped_events;
+      dropped = DroppedLocked();
       hook_errors = hook_errors_;
     }
     wire::AppendEndFrame(total, dropped, hook_errors, &out_);
@@ -423,12 +398,9 @@ class DaemonClient::Impl {
   // Drops whatever is still queued (counted) and records Close()'s result.
   void FinishClose(bool end_sent) {
     absl::MutexLock lock(&mu_);
-    const uint64_t left = queued_events_;
+    const uint64_t left = queue_.Clear();
     stats_.dropped_events += left;
     finished_ += left;
-    taken_ += left;
-    queue_.clear();
-    queued_events_ = 0;
     if (end_sent) {
       close_status_ = absl::OkStatus();
     } else {
@@ -455,7 +427,7 @@ class DaemonClient::Impl {
       layers = layers_;
       layers_sent_ = layers_.size();
       resume = session_id_;
-      hello.dropped_events = stats_.dropped_events;
+      hello.dropped_events = DroppedLocked();
       hello.sent_events = stats_.sent_events;
     }
     hello.identity = &options_.identity;
@@ -552,6 +524,7 @@ class DaemonClient::Impl {
 
   const DaemonClientOptions options_;
   const std::string socket_path_;
+  EventQueue queue_;  // The events; its own lock (event_queue.h says why).
 
   // Owned by the sender thread only.
   std::optional<FrameSocket> socket_;  // The connection, when there is one.
@@ -573,10 +546,6 @@ class DaemonClient::Impl {
   std::atomic<bool> abort_io_{false};
 
   mutable absl::Mutex mu_;
-  absl::CondVar wake_sender_;  // A full batch, a Flush, Close.
-  // The queue: events encoded as EventBatch fields (protocol/wire.h), in the order they came.
-  std::string queue_ ABSL_GUARDED_BY(mu_);
-  uint64_t queued_events_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<LayerDecl> layers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> layer_ids_ ABSL_GUARDED_BY(mu_);
   size_t layers_sent_ ABSL_GUARDED_BY(mu_) = 0;  // Prefix of layers_ sent on this connection.
@@ -584,10 +553,7 @@ class DaemonClient::Impl {
   std::optional<std::string> op_graph_ ABSL_GUARDED_BY(mu_);
   std::optional<double> total_time_ms_ ABSL_GUARDED_BY(mu_);
   uint64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t accepted_ ABSL_GUARDED_BY(mu_) = 0;  // Events accepted into the queue, ever.
-  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;     // ...taken by the sender.
   uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // ...written or dropped.
-  uint64_t flush_target_ ABSL_GUARDED_BY(mu_) = 0;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time close_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);

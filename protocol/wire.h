@@ -40,6 +40,12 @@ inline uint32_t GetFrameHeader(const char* in) {
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
+// The client library cuts its event batches into frames of at most this many payload bytes (an
+// event larger than that goes in a frame of its own, up to the frame limit): tracetorchd reads each
+// connection into a 64 KiB buffer (daemon/ingest/frame_buffer.h) that holds such a frame whole,
+// where a larger frame makes it allocate, copy and free a buffer the frame's size every time.
+inline constexpr size_t kBatchFrameBytes = 60u << 10;
+
 struct HelloFields {
   const ProcessIdentity* identity = nullptr;  // Required.
   std::string_view resume_session_id;
