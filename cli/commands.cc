@@ -403,7 +403,8 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
       app.add_subcommand("sessions", "List the sessions tracetorchd knows (live and past)");
   sessions->add_option("--remote", sessions_args.remote,
                        "The daemon's TraceService socket (default: tracetorchd-rpc.sock beside "
-                       "the agents' socket, $TRACETORCH_DAEMON; or $TRACETORCH_DAEMON_RPC)");
+                       "the agents' socket, $TRACETORCH_DAEMON; or $TRACETORCH_DAEMON_RPC); "
+                       "A,B,... lists the sessions of several daemons, with a DAEMON column");
   sessions->add_flag("--json", sessions_args.json, "Print the sessions as JSON");
 
   SnapshotRequest snapshot_args;
@@ -413,7 +414,8 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   snapshot->add_option("-o,--output", snapshot_args.output,
                        "Write the trace to FILE (atomically) instead of stdout");
   snapshot->add_option("--remote", snapshot_args.remote,
-                       "The daemon's TraceService socket (default as for 'sessions')");
+                       "The daemon's TraceService socket (default as for 'sessions'); A,B,...: "
+                       "the daemon among them that has the session ('latest': over all)");
 
   try {
     app.parse(argc, argv);

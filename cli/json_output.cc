@@ -26,10 +26,16 @@ void OptionalInt(bool has, int64_t value, JsonWriter& w) {
   }
 }
 
-void WriteSession(const v1::SessionInfo& s, SessionFields fields, JsonWriter& w) {
+// `daemon`, when not empty, is the address of the daemon the session lives on (first key).
+void WriteSession(const v1::SessionInfo& s, SessionFields fields, JsonWriter& w,
+                  std::string_view daemon = {}) {
   const v1::ProcessIdentity& id = s.identity();
   const bool listing = fields == SessionFields::kListing;
   w.BeginObject();
+  if (!daemon.empty()) {
+    w.PlainKey("daemon");
+    w.String(daemon);
+  }
   w.PlainKey("session_id");
   w.String(s.session_id());
   w.PlainKey("state");
@@ -277,11 +283,16 @@ std::string WatchStatusToJson(std::string_view status, std::string_view message)
   return out;
 }
 
-std::string SessionsToJson(const v1::ListSessionsResponse& list) {
+std::string SessionsToJson(const v1::ListSessionsResponse& list,
+                           const std::vector<std::string>& daemons) {
   std::string out;
   JsonWriter w(/*indent=*/2, &out);
   w.BeginArray();
-  for (const v1::SessionInfo& s : list.sessions()) WriteSession(s, SessionFields::kListing, w);
+  for (int i = 0; i < list.sessions_size(); ++i) {
+    const size_t at = static_cast<size_t>(i);
+    WriteSession(list.sessions(i), SessionFields::kListing, w,
+                 at < daemons.size() ? std::string_view(daemons[at]) : std::string_view());
+  }
   w.EndArray();
   w.Finish();
   return out;

@@ -65,8 +65,10 @@ std::string MergedJobToJson(const v1::JobSnapshot& job,
 // "interrupted".
 std::string WatchStatusToJson(std::string_view status, std::string_view message);
 
-// `sessions --json`.
-std::string SessionsToJson(const v1::ListSessionsResponse& list);
+// `sessions --json`: an array of session objects. With `daemons` (several daemons, --remote A,B):
+// session i's object starts with "daemon": daemons[i], the address it was listed by.
+std::string SessionsToJson(const v1::ListSessionsResponse& list,
+                           const std::vector<std::string>& daemons = {});
 
 // `baseline list --json`.
 std::string BaselinesToJson(const v1::ListBaselinesResponse& list);

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "absl/time/time.h"
 #include "cli/command_io.h"
 #include "cli/daemon_connect.h"
+#include "cli/fleet_sessions.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/multi_job_watch.h"
@@ -36,12 +39,25 @@ std::string ServiceAddress(const std::string& remote) {
   return remote.empty() ? protocol::DefaultServiceAddress() : remote;
 }
 
-std::string SessionsToText(const v1::ListSessionsResponse& list) {
+// With `daemons` (several daemons): a DAEMON column first, daemons[i] for session i.
+std::string SessionsToText(const v1::ListSessionsResponse& list,
+                           const std::vector<std::string>& daemons = {}) {
   if (list.sessions_size() == 0) return "no sessions\n";
-  std::string out = absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s\n", "SESSION", "STATE",
-                                    "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED");
-  for (const v1::SessionInfo& s : list.sessions()) {
+  size_t daemon_width = 6;
+  for (const std::string& d : daemons) daemon_width = std::max(daemon_width, Sanitize(d).size());
+  const auto daemon_column = [&](std::string_view name) {
+    return daemons.empty() ? std::string()
+                           : absl::StrFormat("%-*s ", static_cast<int>(daemon_width), name);
+  };
+  std::string out =
+      absl::StrCat(daemon_column("DAEMON"),
+                   absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s\n", "SESSION", "STATE",
+                                   "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED"));
+  for (int i = 0; i < list.sessions_size(); ++i) {
+    const v1::SessionInfo& s = list.sessions(i);
     const v1::ProcessIdentity& id = s.identity();
+    const size_t at = static_cast<size_t>(i);
+    absl::StrAppend(&out, daemon_column(at < daemons.size() ? Sanitize(daemons[at]) : ""));
     absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n",
                           Sanitize(s.session_id()), SessionStateName(s.state()), id.pid(),
                           id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
@@ -51,10 +67,31 @@ std::string SessionsToText(const v1::ListSessionsResponse& list) {
   return out;
 }
 
+// `sessions --remote A,B,...`: every daemon's sessions in one listing. A daemon that does not
+// answer gets an error line, and the exit code says the listing is incomplete.
+int FleetSessions(const std::vector<std::string>& addresses, bool json, const CliEnvironment& env) {
+  const MergedListing merged =
+      MergeListings(ListSessionsOnDaemons(addresses, absl::Seconds(5), ConnectToDaemon));
+  if (merged.errors.size() == addresses.size()) {
+    // Nothing answered: no listing at all, only the errors.
+  } else if (json) {
+    PrintLine(SessionsToJson(merged.sessions, merged.daemons), env);
+  } else {
+    *env.out << SessionsToText(merged.sessions, merged.daemons);
+    env.out->flush();
+  }
+  int code = kExitOk;
+  for (const std::string& error : merged.errors) code = Fail(env, error);
+  return code;
+}
+
 }  // namespace
 
 int GrpcDaemonCommands::Sessions(const SessionsRequest& request, const CliEnvironment& env) const {
   const std::string address = ServiceAddress(request.remote);
+  if (std::vector<std::string> addresses = SplitRemoteAddresses(address); addresses.size() > 1) {
+    return FleetSessions(addresses, request.json, env);
+  }
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
       ConnectToDaemon(address, absl::Seconds(5));
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
@@ -70,12 +107,21 @@ int GrpcDaemonCommands::Sessions(const SessionsRequest& request, const CliEnviro
 }
 
 int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const {
-  const std::string address = ServiceAddress(request.remote);
+  std::string address = ServiceAddress(request.remote);
   if (request.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
+  // Several daemons: the one that lists the session is asked for it.
+  std::string session = request.session;
+  if (std::vector<std::string> addresses = SplitRemoteAddresses(address); addresses.size() > 1) {
+    absl::StatusOr<SessionLocation> where = FindSessionOnDaemons(
+        ListSessionsOnDaemons(addresses, absl::Seconds(5), ConnectToDaemon), request.session);
+    if (!where.ok()) return Fail(env, std::string(where.status().message()));
+    address = where->address;
+    session = where->session_id;
+  }
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
       ConnectToDaemon(address, absl::Seconds(5));
   if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
-  absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(request.session);
+  absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(session);
   if (!snapshot.ok()) {
     if (snapshot.status().code() == absl::StatusCode::kNotFound) {
       return Fail(

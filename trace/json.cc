@@ -2,6 +2,7 @@
 //   json_scanner.h        the tolerant scanner: syntax errors with line/column, and the rewrite of
 //                         what Python writes that simdjson rejects (NaN, Infinity, big integers)
 //   json_record_reader.h  the parsed document -> TraceRecord
+//   json_element_reader.h its scalar layer: one element read, or an error naming its path
 //   json_record_writer.h  TraceRecord / TraceDiff -> the document, through JsonWriter
 //   json_fields.h         the key names both directions share
 #include "trace/json.h"
@@ -17,6 +18,8 @@
 #include "simdjson.h"
 #include "trace/atomic_file.h"
 #include "trace/diff.h"
+#include "trace/json_fields.h"
+#include "trace/json_layer_keys.h"
 #include "trace/json_record_reader.h"
 #include "trace/json_record_writer.h"
 #include "trace/json_scanner.h"
@@ -112,5 +115,7 @@ std::string DiffToJson(const TraceDiff& diff, JsonStyle style) {
 void WriteAnomalyJson(const Anomaly& anomaly, JsonWriter& w) {
   json_internal::WriteAnomaly(anomaly, w);
 }
+
+absl::Span<const std::string_view> LayerJsonKeys() { return json_internal::kLayerFields; }
 
 }  // namespace tracetorch

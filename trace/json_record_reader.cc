@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "simdjson.h"
+#include "trace/json_element_reader.h"
 #include "trace/json_fields.h"
 #include "trace/json_scanner.h"
 #include "trace/json_writer.h"
@@ -28,36 +29,9 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 using simdjson::dom::object;
 
-// Where a value sits in the document, for error messages. Built on the stack as the reader
-// descends; rendered only when there is an error.
-struct Path {
-  const Path* parent = nullptr;
-  std::string_view key;  // Member name when index < 0.
-  int64_t index = -1;    // Array index.
-};
-
-void RenderPath(const Path& p, std::string* out) {
-  if (p.parent == nullptr) return;  // The document root.
-  RenderPath(*p.parent, out);
-  if (p.index >= 0) {
-    absl::StrAppend(out, "[", p.index, "]");
-  } else {
-    if (!out->empty()) out->push_back('.');
-    out->append(p.key);
-  }
-}
-
-absl::Status ShapeError(const Path& path, std::string_view problem) {
-  std::string where;
-  RenderPath(path, &where);
-  if (where.empty()) where = "document";
-  return absl::InvalidArgumentError(
-      absl::StrCat(where, ": ", absl::string_view(problem.data(), problem.size())));
-}
-
-class Reader {
+class Reader : public ElementReader {
  public:
-  explicit Reader(bool rewritten) : rewritten_(rewritten) {}
+  explicit Reader(bool rewritten) : ElementReader(rewritten) {}
 
   absl::Status ReadTensorAt(element e, std::string_view where, TensorInfo* t) const {
     const Path root;
@@ -88,101 +62,6 @@ class Reader {
   }
 
  private:
-  // ---- Scalars.
-
-  // The value of a sentinel string standing for NaN/Infinity/-Infinity, if `e` is one.
-  bool Sentinel(element e, double* out) const {
-    if (!rewritten_) return false;
-    std::string_view s;
-    if (e.get(s) != simdjson::SUCCESS) return false;
-    return DecodeSentinel(s, out);
-  }
-
-  absl::Status ReadString(element e, const Path& path, std::string* out) const {
-    std::string_view s;
-    if (e.get(s) != simdjson::SUCCESS) return ShapeError(path, "expected a string");
-    double ignored;
-    if (Sentinel(e, &ignored)) return ShapeError(path, "expected a string");
-    out->assign(s.data(), s.size());
-    return absl::OkStatus();
-  }
-
-  // null -> nullopt.
-  absl::Status ReadOptDouble(element e, const Path& path, std::optional<double>* out) const {
-    double v;
-    if (e.get(v) == simdjson::SUCCESS) {
-      *out = v;
-      return absl::OkStatus();
-    }
-    if (e.is_null()) {
-      out->reset();
-      return absl::OkStatus();
-    }
-    if (Sentinel(e, &v)) {
-      *out = v;
-      return absl::OkStatus();
-    }
-    return ShapeError(path, "expected a number or null");
-  }
-
-  absl::Status ReadInt(element e, const Path& path, int64_t* out) const {
-    switch (e.type()) {
-      case element_type::INT64:
-        *out = e.get_int64().value_unsafe();
-        return absl::OkStatus();
-      case element_type::DOUBLE: {
-        // Accept 20.0 for 20: harmless, and some writers cannot tell ints from floats.
-        const double d = e.get_double().value_unsafe();
-        if (d >= -9.2233720368547758e18 && d < 9.2233720368547758e18 && d == std::trunc(d)) {
-          *out = static_cast<int64_t>(d);
-          return absl::OkStatus();
-        }
-        return ShapeError(path, "expected an integer");
-      }
-      case element_type::UINT64:
-        return ShapeError(path, "integer out of range");
-      default:
-        return ShapeError(path, "expected an integer");
-    }
-  }
-
-  absl::Status ReadOptInt(element e, const Path& path, std::optional<int64_t>* out) const {
-    if (e.is_null()) {
-      out->reset();
-      return absl::OkStatus();
-    }
-    int64_t v = 0;  // Set by ReadInt on success; initialised for GCC -O3 (-Wmaybe-uninitialized).
-    if (auto s = ReadInt(e, path, &v); !s.ok())
-      return ShapeError(path, "expected an integer or null");
-    *out = v;
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadInt32(element e, const Path& path, int32_t* out) const {
-    int64_t v;
-    if (auto s = ReadInt(e, path, &v); !s.ok()) return s;
-    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-      return ShapeError(path, "integer out of range");
-    }
-    *out = static_cast<int32_t>(v);
-    return absl::OkStatus();
-  }
-
-  absl::Status ReadBool(element e, const Path& path, bool* out) const {
-    if (e.get(*out) != simdjson::SUCCESS) return ShapeError(path, "expected true or false");
-    return absl::OkStatus();
-  }
-
-  absl::Status GetArray(element e, const Path& path, array* out) const {
-    if (e.get(*out) != simdjson::SUCCESS) return ShapeError(path, "expected an array");
-    return absl::OkStatus();
-  }
-
-  absl::Status GetObject(element e, const Path& path, object* out) const {
-    if (e.get(*out) != simdjson::SUCCESS) return ShapeError(path, "expected an object");
-    return absl::OkStatus();
-  }
-
   // ---- Structures.
 
   absl::Status ReadMetadata(element e, const Path& path, TraceMetadata* m) const {
@@ -296,9 +175,7 @@ class Reader {
     WriteElement(e, w);
     w.Finish();
     if (absl::StatusOr<OpGraph> graph = ParseOpGraphJson(text); !graph.ok()) {
-      std::string where;
-      RenderPath(path, &where);
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", graph.status().message()));
+      return ShapeError(path, std::string(graph.status().message()));
     }
     *out = std::move(text);
     return absl::OkStatus();
@@ -699,10 +576,6 @@ class Reader {
     }
     return absl::OkStatus();
   }
-
-  // True when the document was rewritten from Python's non-standard tokens, so that the sentinel
-  // strings stand for numbers.
-  const bool rewritten_;
 };
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "trace/aggregator.h"
 #include "trace/anomaly.h"
 #include "trace/json.h"
+#include "trace/json_layer_keys.h"
 #include "trace/record.h"
 
 namespace tracetorch::python {
@@ -322,39 +323,16 @@ counters such as "dropped_events") live in ``extra``. Also usable as a dict, as 
 
 // ---- LayerTrace ---------------------------------------------------------------------------------
 
-// The library's dataclass field order, for positional arguments.
-constexpr std::array<const char*, 30> kLayerFieldOrder = {
-    "name",
-    "module_type",
-    "full_name",
-    "depth",
-    "params",
-    "inputs",
-    "outputs",
-    "latency_ms",
-    "latency_ms_min",
-    "latency_ms_max",
-    "latency_ms_mean",
-    "forward_count",
-    "has_nan",
-    "has_inf",
-    "grad_norm",
-    "grad_mean",
-    "grad_has_nan",
-    "has_zero_grad",
-    "grad_in_norm",
-    "grad_in_mean",
-    "grad_in_has_nan",
-    "bwd_latency_ms",
-    "bwd_latency_ms_min",
-    "bwd_latency_ms_max",
-    "bwd_latency_ms_mean",
-    "backward_count",
-    "fwd_mem_alloc_delta",
-    "fwd_mem_reserved_delta",
-    "bwd_mem_alloc_delta",
-    "bwd_mem_reserved_delta",
-};
+// The library's dataclass field order, for positional arguments: the JSON's key order, with the
+// dataclass's name for the one key it spells differently.
+std::vector<std::string_view> LayerFieldOrder() {
+  const absl::Span<const std::string_view> keys = LayerJsonKeys();
+  std::vector<std::string_view> order(keys.begin(), keys.end());
+  for (std::string_view& key : order) {
+    if (key == "type") key = "module_type";
+  }
+  return order;
+}
 
 constexpr const char* kMemDoc =
     "CUDA allocator delta in bytes over the latest call (a float, as the library has it; a "
@@ -385,7 +363,8 @@ Everything recorded for one module, aggregated over its calls. Unmeasured values
 change them. Construct with keyword arguments named like the attributes.
 )doc");
   cls.def(py::init([](const py::args& args, const py::kwargs& kwargs) {
-       return FromArgs<LayerTrace>(args, kwargs, kLayerFieldOrder, "LayerTrace");
+       static const std::vector<std::string_view> order = LayerFieldOrder();
+       return FromArgs<LayerTrace>(args, kwargs, order, "LayerTrace");
      }))
       .def_readwrite("name", &LayerTrace::name, "Last component of the module path ('fc').")
       .def_readwrite("type", &LayerTrace::type, "Class name ('Linear').")

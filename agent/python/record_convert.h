@@ -27,6 +27,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "trace/anomaly.h"
 #include "trace/diff.h"
 #include "trace/record.h"
@@ -216,20 +217,22 @@ py::list ListToPy(const std::vector<T>& values) {
 // Builds a T from arguments by setting each as an attribute of a default T, so that the
 // constructor accepts exactly the attributes (and their setters' conversions and checks).
 // Positional arguments name the attributes in `order` (the library's dataclass field order).
-template <typename T, size_t N>
-T FromArgs(const py::args& args, const py::kwargs& kwargs, const std::array<const char*, N>& order,
+template <typename T>
+T FromArgs(const py::args& args, const py::kwargs& kwargs, absl::Span<const std::string_view> order,
            const char* type_name) {
-  if (args.size() > N) {
-    throw py::type_error(absl::StrCat(type_name, "() takes at most ", N, " positional arguments (",
-                                      args.size(), " given)"));
+  if (args.size() > order.size()) {
+    throw py::type_error(absl::StrCat(type_name, "() takes at most ", order.size(),
+                                      " positional arguments (", args.size(), " given)"));
   }
   py::object obj = py::cast(T{});
   for (size_t i = 0; i < args.size(); ++i) {
-    if (kwargs.contains(order[i])) {
+    const std::string key(order[i]);
+    const py::str name(key);
+    if (kwargs.contains(name)) {
       throw py::type_error(
-          absl::StrCat(type_name, "() got multiple values for argument '", order[i], "'"));
+          absl::StrCat(type_name, "() got multiple values for argument '", key, "'"));
     }
-    py::setattr(obj, order[i], args[i]);
+    py::setattr(obj, name, args[i]);
   }
   for (auto [key, value] : kwargs) {
     const std::string name = py::str(key);

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/testing/records.h"
 #include "daemon/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -26,26 +27,12 @@
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::MakeLinearRecord;
 using test_util::TempDir;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-TraceRecord MakeRecord(const std::string& model, int layers) {
-  TraceRecord r;
-  r.metadata.model_name = model;
-  for (int i = 0; i < layers; ++i) {
-    LayerTrace l;
-    l.name = absl::StrCat("l", i);
-    l.full_name = l.name;
-    l.type = "Linear";
-    l.latency_ms = l.latency_ms_mean = 0.5 + i;
-    l.forward_count = 3;
-    r.layers.push_back(l);
-  }
-  return r;
-}
 
 std::vector<v1::LayerHistory> MakeHistory() {
   v1::LayerHistory h;
@@ -102,7 +89,7 @@ TEST(FileBaselineStore, BadNamesNeverTouchTheDisk) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path());
   for (const char* bad : {"../x", "a/b", "", "../../etc/passwd"}) {
-    EXPECT_EQ(store.Set(bad, MakeRecord("Net", 1), {}, "upload").status().code(),
+    EXPECT_EQ(store.Set(bad, MakeLinearRecord("Net", 1), {}, "upload").status().code(),
               absl::StatusCode::kInvalidArgument)
         << bad;
     EXPECT_EQ(store.Get(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
@@ -115,7 +102,7 @@ TEST(FileBaselineStore, BadNamesNeverTouchTheDisk) {
 TEST(FileBaselineStore, SetGetRoundTripWithHistory) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
-  const TraceRecord record = MakeRecord("Net", 3);
+  const TraceRecord record = MakeLinearRecord("Net", 3);
   auto info = store.Set("main", record, MakeHistory(), "session s-1");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->name(), "main");
@@ -150,10 +137,10 @@ TEST(FileBaselineStore, SetGetRoundTripWithHistory) {
 TEST(FileBaselineStore, SetReplacesAndListIsByName) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path());
-  ASSERT_TRUE(store.Set("zeta", MakeRecord("Z", 1), {}, "upload").ok());
-  ASSERT_TRUE(store.Set("alpha", MakeRecord("A", 2), MakeHistory(), "session x").ok());
-  ASSERT_TRUE(store.Set("mid.v2", MakeRecord("M", 1), {}, "upload").ok());
-  ASSERT_TRUE(store.Set("alpha", MakeRecord("A2", 4), {}, "upload").ok());  // Replaces.
+  ASSERT_TRUE(store.Set("zeta", MakeLinearRecord("Z", 1), {}, "upload").ok());
+  ASSERT_TRUE(store.Set("alpha", MakeLinearRecord("A", 2), MakeHistory(), "session x").ok());
+  ASSERT_TRUE(store.Set("mid.v2", MakeLinearRecord("M", 1), {}, "upload").ok());
+  ASSERT_TRUE(store.Set("alpha", MakeLinearRecord("A2", 4), {}, "upload").ok());  // Replaces.
   auto list = store.List();
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_THAT(Names(*list), ElementsAre("alpha", "mid.v2", "zeta"));
@@ -176,7 +163,7 @@ TEST(FileBaselineStore, RemoveAndNotFound) {
   ASSERT_TRUE(empty.ok()) << empty.status();  // No folder yet: nothing, not an error.
   EXPECT_THAT(*empty, IsEmpty());
 
-  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 1), MakeHistory(), "upload").ok());
+  ASSERT_TRUE(store.Set("main", MakeLinearRecord("Net", 1), MakeHistory(), "upload").ok());
   ASSERT_TRUE(store.Remove("main").ok());
   EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store.Remove("main").code(), absl::StatusCode::kNotFound);
@@ -190,7 +177,7 @@ TEST(FileBaselineStore, FilesAre0640AndItsDirectory0750UnderUmask022) {
   TempDir dir{"ttbase"};
   const mode_t old = umask(022);
   FileBaselineStore store(dir.path());
-  const bool set = store.Set("main", MakeRecord("Net", 2), MakeHistory(), "upload").ok();
+  const bool set = store.Set("main", MakeLinearRecord("Net", 2), MakeHistory(), "upload").ok();
   umask(old);
   ASSERT_TRUE(set);
   auto mode = [](const std::string& path) {
@@ -207,7 +194,7 @@ TEST(FileBaselineStore, SurvivesANewStoreOnTheSameDirectory) {
   TempDir dir{"ttbase"};
   {
     FileBaselineStore store(dir.path());
-    ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
+    ASSERT_TRUE(store.Set("main", MakeLinearRecord("Net", 2), MakeHistory(), "session s").ok());
   }
   FileBaselineStore again(dir.path());
   auto got = again.Get("main");
@@ -219,12 +206,12 @@ TEST(FileBaselineStore, SurvivesANewStoreOnTheSameDirectory) {
 TEST(FileBaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path());
-  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s").ok());
+  ASSERT_TRUE(store.Set("main", MakeLinearRecord("Net", 2), MakeHistory(), "session s").ok());
   // Someone replaces the record by hand (or a crash hit between the two writes): the sidecar no
   // longer belongs to it, so its history must not be used.
-  ASSERT_TRUE(WriteTraceFile(store.dir() + "/main.json", MakeRecord("Other", 5)).ok());
+  ASSERT_TRUE(WriteTraceFile(store.dir() + "/main.json", MakeLinearRecord("Other", 5)).ok());
   // And copies a trace file in.
-  ASSERT_TRUE(WriteTraceFile(store.dir() + "/copied.json", MakeRecord("Copied", 1)).ok());
+  ASSERT_TRUE(WriteTraceFile(store.dir() + "/copied.json", MakeLinearRecord("Copied", 1)).ok());
   auto main = store.Get("main");
   ASSERT_TRUE(main.ok()) << main.status();
   EXPECT_EQ(main->record.metadata.model_name, "Other");
@@ -242,7 +229,7 @@ TEST(FileBaselineStore, AHandPlacedOrMismatchedFileHasNoHistory) {
 TEST(FileBaselineStore, UnreadableFilesAreListedAndGetSaysWhy) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path());
-  ASSERT_TRUE(store.Set("good", MakeRecord("Net", 1), {}, "upload").ok());
+  ASSERT_TRUE(store.Set("good", MakeLinearRecord("Net", 1), {}, "upload").ok());
   ASSERT_TRUE(WriteFileAtomic(store.dir() + "/broken.json", "{not json").ok());
   ASSERT_TRUE(WriteFileAtomic(store.dir() + "/.hidden.json", "{}").ok());  // Not a name.
   ASSERT_TRUE(WriteFileAtomic(store.dir() + "/notes.txt", "x").ok());
@@ -257,7 +244,7 @@ TEST(FileBaselineStore, UnreadableFilesAreListedAndGetSaysWhy) {
 
 TEST(FileBaselineStore, WithoutADataDirEveryCallIsFailedPrecondition) {
   FileBaselineStore store("");
-  EXPECT_EQ(store.Set("main", MakeRecord("Net", 1), {}, "upload").status().code(),
+  EXPECT_EQ(store.Set("main", MakeLinearRecord("Net", 1), {}, "upload").status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store.Get("main").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store.List().status().code(), absl::StatusCode::kFailedPrecondition);
@@ -271,7 +258,7 @@ TEST(FileBaselineStore, UnwritableDirectoryIsAnError) {
   ASSERT_EQ(chmod(dir.path().c_str(), 0555), 0);
   tracetorch::testing::ExpectAsUnprivileged([&] {
     FileBaselineStore store(dir.path());
-    const absl::Status s = store.Set("main", MakeRecord("Net", 1), {}, "upload").status();
+    const absl::Status s = store.Set("main", MakeLinearRecord("Net", 1), {}, "upload").status();
     return s.code() == absl::StatusCode::kPermissionDenied &&
            absl::StrContains(s.message(), dir.path());
   });
@@ -281,7 +268,7 @@ TEST(FileBaselineStore, UnwritableDirectoryIsAnError) {
 TEST(FileBaselineStore, TheSidecarIsOneProtobufJsonMessage) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path(), [] { return absl::FromUnixSeconds(1700000000); });
-  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 2), MakeHistory(), "session s-1").ok());
+  ASSERT_TRUE(store.Set("main", MakeLinearRecord("Net", 2), MakeHistory(), "session s-1").ok());
   v1::BaselineSidecar sidecar;
   const std::string text = ReadAll(store.dir() + "/.main.meta.json");
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(text, &sidecar).ok()) << text;
@@ -302,7 +289,7 @@ TEST(FileBaselineStore, ReadsSidecarsWrittenByEarlierVersions) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path());
   ASSERT_TRUE(std::filesystem::create_directories(store.dir()));
-  ASSERT_TRUE(WriteTraceFile(store.dir() + "/main.json", MakeRecord("Net", 2)).ok());
+  ASSERT_TRUE(WriteTraceFile(store.dir() + "/main.json", MakeLinearRecord("Net", 2)).ok());
   const std::string print = Fnv1a64(ReadAll(store.dir() + "/main.json"));
   // Byte for byte what the writer before BaselineSidecar produced (its own framing around
   // protobuf JSON pieces: spaces and newlines, int64 as strings, NaN as "NaN").
@@ -346,13 +333,14 @@ TEST(FileBaselineStore, ReadsSidecarsWrittenByEarlierVersions) {
 TEST(FileBaselineStore, ConcurrentSetsAndReadsSeeWholeBaselines) {
   TempDir dir{"ttbase"};
   FileBaselineStore store(dir.path());
-  ASSERT_TRUE(store.Set("main", MakeRecord("Net", 1), MakeHistory(), "upload").ok());
+  ASSERT_TRUE(store.Set("main", MakeLinearRecord("Net", 1), MakeHistory(), "upload").ok());
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&store, t] {
       for (int i = 0; i < 20; ++i) {
         const int layers = 1 + (t + i) % 4;
-        EXPECT_TRUE(store.Set("main", MakeRecord("Net", layers), MakeHistory(), "upload").ok());
+        EXPECT_TRUE(
+            store.Set("main", MakeLinearRecord("Net", layers), MakeHistory(), "upload").ok());
         auto got = store.Get("main");
         ASSERT_TRUE(got.ok()) << got.status();
         // Record and sidecar always belong together.

@@ -13,32 +13,19 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/store_pg/pg_connection.h"
 #include "daemon/store_pg/postgres_server.h"
+#include "daemon/testing/records.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tracetorch::daemon {
 namespace {
 
+using test_util::MakeLinearRecord;
 using test_util::PostgresServer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-
-TraceRecord MakeRecord(const std::string& model, int layers) {
-  TraceRecord r;
-  r.metadata.model_name = model;
-  for (int i = 0; i < layers; ++i) {
-    LayerTrace l;
-    l.name = absl::StrCat("l", i);
-    l.full_name = l.name;
-    l.type = "Linear";
-    l.latency_ms = l.latency_ms_mean = 0.5 + i;
-    l.forward_count = 3;
-    r.layers.push_back(l);
-  }
-  return r;
-}
 
 std::vector<v1::LayerHistory> MakeHistory(int layers, int steps) {
   std::vector<v1::LayerHistory> out;
@@ -98,7 +85,7 @@ PostgresServer* PgBaselineStoreTest::server_ = nullptr;
 TEST_F(PgBaselineStoreTest, SetGetRoundTripWithHistory) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  const TraceRecord record = MakeRecord("Net", 3);
+  const TraceRecord record = MakeLinearRecord("Net", 3);
   auto info = store->Set("main", record, MakeHistory(1, 6), "session s-1");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->created_unix_ns(), 1700000000ll * 1000000000ll);
@@ -122,10 +109,10 @@ TEST_F(PgBaselineStoreTest, SetGetRoundTripWithHistory) {
 TEST_F(PgBaselineStoreTest, ReplaceListRemoveAndErrors) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->Set("b", MakeRecord("B", 2), {}, "upload").ok());
-  ASSERT_TRUE(store->Set("a", MakeRecord("A", 1), {}, "upload").ok());
-  ASSERT_TRUE(store->Set("Z", MakeRecord("Z", 1), {}, "upload").ok());
-  ASSERT_TRUE(store->Set("b", MakeRecord("B2", 4), MakeHistory(4, 2), "baseline a").ok());
+  ASSERT_TRUE(store->Set("b", MakeLinearRecord("B", 2), {}, "upload").ok());
+  ASSERT_TRUE(store->Set("a", MakeLinearRecord("A", 1), {}, "upload").ok());
+  ASSERT_TRUE(store->Set("Z", MakeLinearRecord("Z", 1), {}, "upload").ok());
+  ASSERT_TRUE(store->Set("b", MakeLinearRecord("B2", 4), MakeHistory(4, 2), "baseline a").ok());
   auto list = store->List();
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_THAT(Names(*list), ElementsAre("Z", "a", "b"));  // Bytewise, as the file store.
@@ -138,7 +125,7 @@ TEST_F(PgBaselineStoreTest, ReplaceListRemoveAndErrors) {
   EXPECT_EQ(store->Remove("a").code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(store->Get("a").status().message(), HasSubstr("no baseline named 'a'"));
   EXPECT_EQ(store->Get("../x").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store->Set(".hidden", MakeRecord("x", 1), {}, "upload").status().code(),
+  EXPECT_EQ(store->Set(".hidden", MakeLinearRecord("x", 1), {}, "upload").status().code(),
             absl::StatusCode::kInvalidArgument);
   list = store->List();
   ASSERT_TRUE(list.ok());
@@ -149,7 +136,7 @@ TEST_F(PgBaselineStoreTest, TheSchemaIsVersionedAndANewerOneIsRefused) {
   ASSERT_NE(Open(), nullptr);
   auto again = Open();  // A second replica: nothing left to migrate.
   ASSERT_NE(again, nullptr);
-  ASSERT_TRUE(again->Set("kept", MakeRecord("Net", 1), {}, "upload").ok());
+  ASSERT_TRUE(again->Set("kept", MakeLinearRecord("Net", 1), {}, "upload").ok());
 
   auto c = PgConnection::Open(server_->url());
   ASSERT_TRUE(c.ok());
@@ -205,7 +192,7 @@ TEST_F(PgBaselineStoreTest, ConcurrentSetsOfOneNameLeaveOneCompleteBaseline) {
   });
   auto write = [](PgBaselineStore* s, const std::string& model, size_t n) {
     for (int i = 0; i < 40; ++i) {
-      EXPECT_TRUE(s->Set("shared", MakeRecord(model, static_cast<int>(n)),
+      EXPECT_TRUE(s->Set("shared", MakeLinearRecord(model, static_cast<int>(n)),
                          MakeHistory(static_cast<int>(n), 3), absl::StrCat("writer ", model))
                       .ok());
     }
@@ -228,7 +215,7 @@ TEST_F(PgBaselineStoreTest, ConcurrentSetsOfOneNameLeaveOneCompleteBaseline) {
 TEST_F(PgBaselineStoreTest, AServerRestartIsUnavailableThenRecovers) {
   auto store = Open();
   ASSERT_NE(store, nullptr);
-  const TraceRecord record = MakeRecord("Net", 2);
+  const TraceRecord record = MakeLinearRecord("Net", 2);
   ASSERT_TRUE(store->Set("main", record, MakeHistory(2, 3), "upload").ok());
 
   ASSERT_TRUE(server_->Stop().ok());
