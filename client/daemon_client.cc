@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
-#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -20,8 +20,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/batch_frames.h"
 #include "client/event_queue.h"
 #include "client/frame_socket.h"
+#include "client/replay_buffer.h"
 #include "guest/backoff.h"
 #include "protocol/address.h"
 #include "protocol/wire.h"
@@ -49,7 +51,8 @@ class DaemonClient::Impl {
   Impl(DaemonClientOptions options, std::string socket_path)
       : options_(std::move(options)),
         socket_path_(std::move(socket_path)),
-        queue_(options_.queue_capacity, options_.max_frame_bytes, options_.max_batch_events) {}
+        queue_(options_.queue_capacity, options_.max_frame_bytes, options_.max_batch_events),
+        replay_(options_.replay_capacity, options_.replay_max_bytes) {}
 
   ~Impl() {
     if (thread_.joinable()) thread_.join();
@@ -283,10 +286,12 @@ class DaemonClient::Impl {
     return true;
   }
 
-  // Encodes and writes the taken layers and events; on failure they count as dropped.
+  // Encodes and writes the taken layers and events. Every batch frame gets the stream position of
+  // its first event and goes into the replay buffer; a frame a broken connection cut short is
+  // written again after the reconnect (or, out of the buffer, counted as lost by the daemon).
   void SendTaken(absl::Time deadline) {
-    const uint64_t events = send_events_;
-    uint64_t batches = 0;
+    const uint64_t taken = send_events_;
+    const uint64_t first_position = next_event_;
     out_.clear();
     for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
       const size_t n = std::min(kLayersPerTableFrame, send_layers_.size() - i);
@@ -297,82 +302,49 @@ class DaemonClient::Impl {
       absl::MutexLock lock(&mu_);
       dropped = DroppedLocked();
     }
-    if (send_op_graph_.has_value()) {
-      // A batch of its own, with the origin it explains; dropped when it cannot fit in a frame.
-      wire::BatchFields fields;
-      fields.dropped_events = dropped;
-      fields.nan_origin = send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
-      fields.op_graph_json = *send_op_graph_;
-      size_t need = send_op_graph_->size() + 64;  // Tags, lengths, sequence, drop count.
-      if (fields.nan_origin != nullptr) {
-        const NanOrigin& o = *fields.nan_origin;
-        need += o.layer.size() + o.op.size() + o.op_func.size() + o.op_module.size() + 32;
-      }
-      if (need <= options_.max_frame_bytes) {
-        fields.sequence = ++sequence_;
-        wire::AppendEventBatchFrame(fields, {}, {}, options_.max_frame_bytes, &out_);
-        send_nan_origin_.reset();
-      }
-      send_op_graph_.reset();
-    }
-    // The queued event fields in frames of max_batch_events and kBatchFrameBytes at most (an
-    // event larger than that alone, up to max_frame_bytes: every event fits in one, EventQueue
-    // saw to it), the NaN origin with the first.
-    std::string_view queued(send_queue_);
     frame_ends_.clear();
-    bool first = true;
-    while (!queued.empty() || (first && send_nan_origin_.has_value())) {
-      wire::BatchFields fields;
-      fields.sequence = sequence_ + 1;
-      fields.dropped_events = dropped;
-      fields.nan_origin = first && send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr;
-      first = false;
-      // The frame's own bytes, and 4 for its length varint growing to 5 bytes with the events.
-      const size_t overhead = wire::EncodedEventBatchPayloadBytes(fields, 0) + 4;
-      size_t bytes = 0;
-      uint64_t n = 0;
-      while (bytes < queued.size() && n < options_.max_batch_events) {
-        const size_t field = wire::EventFieldLength(queued.substr(bytes));
-        if (field == 0 || overhead + bytes + field > options_.max_frame_bytes ||
-            (n > 0 && overhead + bytes + field > wire::kBatchFrameBytes)) {
-          break;
-        }
-        bytes += field;
-        ++n;
-      }
-      if (n == 0 && fields.nan_origin == nullptr) break;  // Cannot happen; never spin.
-      ++sequence_;
-      wire::AppendEncodedEventBatchFrame(fields, queued.substr(0, bytes), &out_);
-      queued.remove_prefix(bytes);
-      frame_ends_.push_back({out_.size(), n});
-      ++batches;
-    }
+    TakenEvents taken_events{send_queue_, send_events_,
+                             send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr,
+                             send_op_graph_.has_value() ? &*send_op_graph_ : nullptr, dropped};
+    const BatchFramesResult framed =
+        AppendBatchFrames(taken_events, options_.max_batch_events, options_.max_frame_bytes,
+                          &sequence_, &next_event_, &out_, &frame_ends_);
+    send_op_graph_.reset();
     send_layers_.clear();
     send_nan_origin_.reset();
     send_queue_.clear();
     send_events_ = 0;
 
-    size_t written = 0;
-    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline, &written)
+    absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline)
                                          : absl::UnavailableError("not connected to tracetorchd");
-    // The events of every frame written whole count as sent even when a later one broke the
-    // connection: the daemon may have applied (and made durable) those, and on resume it counts
-    // whatever sent events it does not hold as lost. Events of a frame cut short are dropped here.
-    uint64_t sent = 0;
-    for (const FrameEnd& f : frame_ends_) {
-      if (f.end_offset <= written) sent += f.events;
+    uint64_t evicted = 0;
+    if (options_.replay_capacity > 0 && daemon_acks_) {
+      for (const BatchFrame& f : frame_ends_) {
+        evicted += replay_.Add(f.sequence, f.first_event, f.events,
+                               std::string_view(out_).substr(f.begin, f.end - f.begin));
+      }
     }
     {
       absl::MutexLock lock(&mu_);
-      finished_ += events;
-      stats_.sent_events += sent;
-      stats_.dropped_events += events - sent;
+      finished_ += taken;
+      stats_.sent_events += next_event_ - first_position;
+      stats_.dropped_events += framed.oversized;
+      stats_.replay_evicted_events += evicted;
+      stats_.replay_held_events = replay_.events();
       if (s.ok()) {
-        stats_.batches_sent += batches;
+        stats_.batches_sent += framed.batches;
         stats_.bytes_sent += out_.size();
       }
     }
     if (!s.ok()) Disconnect(s.message());
+  }
+
+  // The daemon holds every batch up to `sequence` on disk.
+  void Acknowledged(uint64_t sequence, uint64_t events) {
+    replay_.Acknowledge(sequence);
+    absl::MutexLock lock(&mu_);
+    stats_.durable_events = std::max(stats_.durable_events, events);
+    stats_.replay_held_events = replay_.events();
   }
 
   bool SendEnd(absl::Time deadline) {
@@ -428,7 +400,10 @@ class DaemonClient::Impl {
       layers_sent_ = layers_.size();
       resume = session_id_;
       hello.dropped_events = DroppedLocked();
-      hello.sent_events = stats_.sent_events;
+    }
+    hello.sent_events = next_event_;
+    if (options_.replay_capacity > 0) {
+      hello.replay_first_event = replay_.FirstEvent(next_event_);
     }
     hello.identity = &options_.identity;
     hello.resume_session_id = resume;
@@ -440,6 +415,7 @@ class DaemonClient::Impl {
     }
     absl::Status s = socket_->WriteAll(out_, deadline);
     if (s.ok()) s = AwaitWelcome(deadline);
+    if (s.ok()) s = Resend(deadline);
     if (!s.ok()) {
       CloseSocket();
       absl::MutexLock lock(&mu_);
@@ -460,15 +436,39 @@ class DaemonClient::Impl {
       if (reply->has_value()) {
         const wire::DaemonReply& r = **reply;
         if (r.kind == wire::DaemonReply::Kind::kWelcome) {
-          absl::MutexLock lock(&mu_);
-          session_id_ = r.session_id;
+          std::string previous;
+          {
+            absl::MutexLock lock(&mu_);
+            previous = session_id_;
+            session_id_ = r.session_id;
+          }
+          if (!r.resumed || r.session_id != previous) {
+            // A new session (the first, or the daemon would not continue the old one): its stream
+            // starts at 0, and what was held for the old one is no longer anyone's.
+            next_event_ = 0;
+            replay_.Clear();
+          }
+          // An older daemon acknowledges nothing and would count a re-sent event twice.
+          daemon_acks_ = r.durable_sequence.has_value();
+          if (!daemon_acks_) {
+            replay_.Clear();
+          } else {
+            Acknowledged(*r.durable_sequence, r.durable_events);
+          }
           return absl::OkStatus();
         }
         if (r.kind == wire::DaemonReply::Kind::kError) {
-          absl::MutexLock lock(&mu_);
-          ++stats_.daemon_errors;
-          return absl::Status(static_cast<absl::StatusCode>(r.code),
-                              absl::StrCat("tracetorchd refused the session: ", r.message));
+          absl::Status refused(static_cast<absl::StatusCode>(r.code),
+                               absl::StrCat("tracetorchd refused the session: ", r.message));
+          bool first_of_its_kind;
+          {
+            absl::MutexLock lock(&mu_);
+            ++stats_.daemon_errors;
+            ++stats_.refused_handshakes;
+            first_of_its_kind = logged_refusals_.insert(r.code).second;
+          }
+          if (first_of_its_kind) Log(refused);
+          return refused;
         }
         continue;
       }
@@ -476,6 +476,20 @@ class DaemonClient::Impl {
         return absl::UnavailableError("tracetorchd did not answer the Hello in time");
       }
     }
+  }
+
+  // Writes again the held frames the daemon's Welcome did not acknowledge, oldest first.
+  absl::Status Resend(absl::Time deadline) {
+    if (replay_.empty()) return absl::OkStatus();
+    out_.clear();
+    const uint64_t events = replay_.AppendAll(&out_);
+    absl::Status s = socket_->WriteAll(out_, deadline);
+    if (s.ok()) {
+      absl::MutexLock lock(&mu_);
+      stats_.resent_events += events;
+      stats_.replay_held_events = replay_.events();
+    }
+    return s;
   }
 
   // The next complete reply, without waiting; nullopt when none is complete yet; an error when the
@@ -498,6 +512,10 @@ class DaemonClient::Impl {
         return;
       }
       if (!reply->has_value()) return;
+      if ((*reply)->kind == wire::DaemonReply::Kind::kDurable) {
+        Acknowledged((*reply)->durable_sequence.value_or(0), (*reply)->durable_events);
+        continue;
+      }
       if ((*reply)->kind == wire::DaemonReply::Kind::kError) {
         {
           absl::MutexLock lock(&mu_);
@@ -522,6 +540,17 @@ class DaemonClient::Impl {
 
   void CloseSocket() { socket_.reset(); }
 
+  // One line for the host program's log: options_.log, else stderr.
+  void Log(const absl::Status& status) {
+    const std::string line =
+        absl::StrCat("tracetorch: ", status.message(), " (", socket_path_, "; retrying)");
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
+
   const DaemonClientOptions options_;
   const std::string socket_path_;
   EventQueue queue_;  // The events; its own lock (event_queue.h says why).
@@ -530,16 +559,15 @@ class DaemonClient::Impl {
   std::optional<FrameSocket> socket_;  // The connection, when there is one.
   uint64_t sequence_ = 0;
   std::string out_;           // Encoded frames.
-  std::string send_queue_;    // Event fields taken from queue_...
+  std::string send_queue_;    // Event fields taken from the queue...
   uint64_t send_events_ = 0;  // ...and how many.
   std::vector<LayerDecl> send_layers_;
   std::optional<NanOrigin> send_nan_origin_;
-  struct FrameEnd {
-    size_t end_offset;  // In out_, just past the frame.
-    uint64_t events;
-  };
-  std::vector<FrameEnd> frame_ends_;  // The event batch frames in out_.
+  std::vector<BatchFrame> frame_ends_;  // The event batch frames in out_.
   std::optional<std::string> send_op_graph_;
+  ReplayBuffer replay_;       // Batch frames written and not yet acknowledged durable.
+  uint64_t next_event_ = 0;   // The session's stream position of the next event batched.
+  bool daemon_acks_ = false;  // The daemon's latest Welcome had a durable point.
 
   std::thread thread_;
   absl::Notification sender_done_;
@@ -553,13 +581,14 @@ class DaemonClient::Impl {
   std::optional<std::string> op_graph_ ABSL_GUARDED_BY(mu_);
   std::optional<double> total_time_ms_ ABSL_GUARDED_BY(mu_);
   uint64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // ...written or dropped.
+  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // Events written or dropped, ever.
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time close_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   std::string session_id_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<int32_t> logged_refusals_ ABSL_GUARDED_BY(mu_);  // Status codes logged.
   DaemonClientStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,14 +6,26 @@
 // the next batch, heartbeat or End. The sender thread connects in the background, retrying with
 // bounded, jittered exponential backoff while the daemon is absent; when a connection breaks
 // (daemon restarted) it reconnects and re-declares the session (Hello with resume_session_id, the
-// full layer table and sent_events), so the daemon continues the same trace and counts the gap as
-// dropped events: everything written that the daemon does not hold durably (in flight, or taken
-// by a daemon killed before its next snapshot) is counted once, so that after any crash the
-// session's events + dropped + rejected equal the events offered to Enqueue* (a frame written
-// whole counts as sent even when a later frame of the same write broke; a frame cut short is
-// dropped here). Close() flushes with a bounded wait and sends End; it never hangs longer than its
-// `wait` plus about two poll slices (~100 ms): after `wait` plus one slice it aborts the write in
-// progress, which notices within a slice (client/frame_socket.h does the socket I/O).
+// full layer table and sent_events), so the daemon continues the same trace.
+//
+// Durability and re-send (agent.proto, "Durability and re-send"): every batch frame written is
+// also kept, encoded, in a bounded replay buffer (replay_capacity events, replay_max_bytes bytes)
+// until the daemon acknowledges that a snapshot on disk holds it (a Durable frame, or the Welcome
+// of a resume). After a reconnect the sender writes again, unchanged, the frames above the
+// daemon's durable point before anything new, and the daemon skips the events it already holds.
+// So a daemon SIGKILLed at any moment loses nothing the buffer still holds: after the resume the
+// session's events equal what was offered minus the queue-full drops. What falls out of the
+// buffer unacknowledged (stats().replay_evicted_events) and was not durable is counted as dropped
+// by the daemon, once. The op graph and NaN origin travel in batches and are re-sent the same way.
+// Accounting, in every case: the session's events + dropped + rejected equal the events offered to
+// Enqueue*. With replay_capacity 0, or a daemon that acknowledges nothing (an older tracetorchd),
+// nothing is re-sent and the daemon counts what it did not take as dropped, as before.
+//
+// Close() flushes with a bounded wait and sends End; it never hangs longer than its `wait` plus
+// about two poll slices (~100 ms): after `wait` plus one slice it aborts the write in progress,
+// which notices within a slice (client/frame_socket.h does the socket I/O). Close does not wait
+// for a last acknowledgement: a daemon killed between the End and its final snapshot loses the
+// tail of the session.
 //
 // Fork: after fork() the child's copy is inert. Every method returns at once (Enqueue* return
 // false, Close returns FailedPrecondition) without touching the parent's socket, thread or mutex
@@ -36,6 +48,7 @@
 #define TRACETORCH_CLIENT_DAEMON_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,21 +77,37 @@ struct DaemonClientOptions {
   absl::Duration handshake_timeout = absl::Seconds(2);      // Hello -> Welcome.
   absl::Duration io_timeout = absl::Seconds(5);  // A write stalled this long breaks the connection.
   uint32_t max_frame_bytes = 16 << 20;           // Must not exceed the daemon's limit.
+  // Sent events kept until the daemon acknowledges them durable, and their encoded bytes at most;
+  // the oldest go first. 0 events: nothing is kept or re-sent.
+  size_t replay_capacity = 1 << 16;
+  size_t replay_max_bytes = 32 << 20;
+  // Where the client reports a daemon refusing the session (the live-session limits, another
+  // uid's session, a protocol version it does not speak): one line per kind of refusal (status
+  // code) for the client's lifetime, whatever the retries; each refusal is also counted
+  // (stats().refused_handshakes). Called on the sender thread; must not block or throw. Empty:
+  // the line goes to stderr.
+  std::function<void(std::string_view)> log;
 };
 
 // Counters since Create(). All monotonic except `connected`.
 struct DaemonClientStats {
   bool connected = false;
   uint64_t enqueued_events = 0;  // Accepted into the queue.
-  uint64_t sent_events = 0;      // In frames written whole to a daemon connection.
-  uint64_t dropped_events = 0;   // Queue full, too large for a frame, lost with a broken
-                                 // connection, or unsent at Close.
+  uint64_t sent_events = 0;      // Put into batch frames for the daemon (once each: a frame a
+                                 // broken connection cut short is re-sent or counted as lost by
+                                 // the daemon).
+  uint64_t dropped_events = 0;   // Queue full, too large for a frame, or unsent at Close.
+  uint64_t resent_events = 0;    // Written again after a reconnect (not durable before).
+  uint64_t durable_events = 0;   // The session's stream position the daemon last said is on disk.
+  uint64_t replay_held_events = 0;     // In the replay buffer now.
+  uint64_t replay_evicted_events = 0;  // Fell out of the buffer before being acknowledged.
   uint64_t batches_sent = 0;
   uint64_t bytes_sent = 0;
   uint64_t connects = 0;  // Successful handshakes (the first one and every resume).
   uint64_t connect_failures = 0;
-  uint64_t daemon_errors = 0;  // IngestErrors received.
-  std::string last_error;      // Latest connection or daemon error, for diagnostics.
+  uint64_t daemon_errors = 0;       // IngestErrors received.
+  uint64_t refused_handshakes = 0;  // Hellos answered with an IngestError (the client retries).
+  std::string last_error;           // Latest connection or daemon error, for diagnostics.
 };
 
 class DaemonClient {

@@ -364,6 +364,11 @@ absl::StatusOr<EventBatchSummary> DecodeEventBatch(std::string_view batch,
       case 6:  // bytes: any content (its reader checks it).
         if (wt != kLength) break;
         return r.LengthDelimited(&summary.op_graph_json);
+      case 7:
+        if (wt != kVarint) break;
+        if (!r.Varint(&v)) return false;
+        summary.first_event = v;
+        return true;
       default:
         break;
     }
@@ -409,6 +414,12 @@ absl::StatusOr<EventBatchSummary> SkimEventBatch(std::string_view batch) {
       case T(6, kLength):
         ok = r.LengthDelimited(&summary.op_graph_json);
         break;
+      case T(7, kVarint): {
+        uint64_t v;
+        ok = r.Varint(&v);
+        if (ok) summary.first_event = v;
+        break;
+      }
       default:
         ok = r.Skip(tag >> 3, tag & 7, depth - 1);
     }

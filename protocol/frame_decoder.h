@@ -57,6 +57,7 @@ struct EventBatchSummary {
   std::optional<NanOrigin> nan_origin;
   // The op graph document (field 6), a view into the batch's bytes; empty when absent.
   std::string_view op_graph_json;
+  std::optional<uint64_t> first_event;  // Field 7: the first event's stream position.
   uint64_t forward_events = 0;
   uint64_t backward_events = 0;
 };
@@ -68,9 +69,10 @@ struct EventBatchSummary {
 absl::StatusOr<EventBatchSummary> DecodeEventBatch(std::string_view batch,
                                                    EventBatchVisitor* visitor);
 
-// The batch's own fields (sequence, dropped_events, nan_origin, op_graph_json) and how many events
-// it holds, reading only the batch's top level: the events' own bytes are neither decoded nor
-// checked. InvalidArgument when that level is malformed (DecodeEventBatch would refuse it too).
+// The batch's own fields (sequence, dropped_events, nan_origin, op_graph_json, first_event) and how
+// many events it holds, reading only the batch's top level: the events' own bytes are neither
+// decoded nor checked. InvalidArgument when that level is malformed (DecodeEventBatch would refuse
+// it too).
 absl::StatusOr<EventBatchSummary> SkimEventBatch(std::string_view batch);
 
 // Appends the tensors of a forward event (ForwardFields::bytes of a decoded batch) to `inputs` and

@@ -56,6 +56,7 @@ v1::EventBatch Rich() {
   b.mutable_nan_origin()->set_op_func("log");
   b.mutable_nan_origin()->set_op_module("blocks.0");
   b.set_op_graph_json(R"({"format": "tracetorch.ops"})");
+  b.set_first_event(1234);
   return b;
 }
 
@@ -78,6 +79,8 @@ TEST(FrameDecoder, DecodesWhatTheGeneratedCodeEncodes) {
   absl::StatusOr<EventBatchSummary> skimmed = SkimEventBatch(bytes);
   ASSERT_TRUE(skimmed.ok()) << skimmed.status();
   EXPECT_EQ(skimmed->op_graph_json, s->op_graph_json);
+  EXPECT_EQ(s->first_event, 1234u);
+  EXPECT_EQ(skimmed->first_event, 1234u);
 }
 
 TEST(FrameDecoder, DecodesTheAgentsEncoder) {

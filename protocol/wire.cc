@@ -131,6 +131,12 @@ TRACETORCH_WIRE_INLINE void OptInt(S& s, uint32_t field, const std::optional<int
   s.Varint(static_cast<uint64_t>(static_cast<int64_t>(*v)));
 }
 template <typename S>
+TRACETORCH_WIRE_INLINE void OptUint(S& s, uint32_t field, const std::optional<uint64_t>& v) {
+  if (!v.has_value()) return;
+  Tag(s, field, kVarint);
+  s.Varint(*v);
+}
+template <typename S>
 TRACETORCH_WIRE_INLINE void OptSint(S& s, uint32_t field, const std::optional<int64_t>& v) {
   if (!v.has_value()) return;
   Tag(s, field, kVarint);
@@ -325,6 +331,7 @@ void WriteBatchTail(S& s, const BatchFields& batch) {
     MessageField(s, 5, [&](auto& n) { EncodeNanOrigin(n, *batch.nan_origin); });
   }
   StringField(s, 6, batch.op_graph_json);
+  OptUint(s, 7, batch.first_event);
 }
 
 size_t BatchFixedBytes(const BatchFields& batch) {
@@ -377,6 +384,7 @@ void AppendHelloFrame(const HelloFields& hello, std::string* out) {
         StringField(s, 3, hello.resume_session_id);
         UintField(s, 4, hello.dropped_events);
         UintField(s, 5, hello.sent_events);
+        OptUint(s, 6, hello.replay_first_event);
       },
       out);
 }
@@ -552,46 +560,59 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
 absl::StatusOr<DaemonReply> ParseDaemonReply(std::string_view payload) {
   DaemonReply reply;
   const bool ok = ForEachField(payload, [&](uint32_t field, uint32_t wt, Reader& r) {
-    if ((field == 1 || field == 2) && wt == kLength) {
-      std::string_view body;
-      if (!ReadLength(r, &body)) return false;
-      if (field == 1) {
-        reply.kind = DaemonReply::Kind::kWelcome;
-        return ForEachField(body, [&](uint32_t f, uint32_t w, Reader& rr) {
-          uint64_t v;
-          std::string_view sv;
-          if (f == 1 && w == kLength) {
-            if (!ReadLength(rr, &sv)) return false;
-            reply.session_id = std::string(sv);
-            return true;
-          }
-          if (f == 2 && w == kVarint) {
-            if (!rr.Varint(&v)) return false;
-            reply.resumed = v != 0;
-            return true;
-          }
-          return rr.Skip(f, w, format::kMaxDepth);
-        });
-      }
-      reply.kind = DaemonReply::Kind::kError;
+    if (field < 1 || field > 3 || wt != kLength) return r.Skip(field, wt, format::kMaxDepth);
+    std::string_view body;
+    if (!ReadLength(r, &body)) return false;
+    if (field == 1) {
+      reply.kind = DaemonReply::Kind::kWelcome;
       return ForEachField(body, [&](uint32_t f, uint32_t w, Reader& rr) {
         uint64_t v;
         std::string_view sv;
         if (f == 1 && w == kLength) {
           if (!ReadLength(rr, &sv)) return false;
-          reply.message = std::string(sv);
+          reply.session_id = std::string(sv);
           return true;
         }
-        if ((f == 2 || f == 3) && w == kVarint) {
+        if (f >= 2 && f <= 4 && w == kVarint) {
           if (!rr.Varint(&v)) return false;
-          if (f == 2) reply.code = static_cast<int32_t>(v);
-          if (f == 3) reply.fatal = v != 0;
+          if (f == 2) reply.resumed = v != 0;
+          if (f == 3) reply.durable_sequence = v;
+          if (f == 4) reply.durable_events = v;
           return true;
         }
         return rr.Skip(f, w, format::kMaxDepth);
       });
     }
-    return r.Skip(field, wt, format::kMaxDepth);
+    if (field == 3) {
+      reply.kind = DaemonReply::Kind::kDurable;
+      reply.durable_sequence = 0;
+      return ForEachField(body, [&](uint32_t f, uint32_t w, Reader& rr) {
+        uint64_t v;
+        if ((f == 1 || f == 2) && w == kVarint) {
+          if (!rr.Varint(&v)) return false;
+          (f == 1 ? *reply.durable_sequence : reply.durable_events) = v;
+          return true;
+        }
+        return rr.Skip(f, w, format::kMaxDepth);
+      });
+    }
+    reply.kind = DaemonReply::Kind::kError;
+    return ForEachField(body, [&](uint32_t f, uint32_t w, Reader& rr) {
+      uint64_t v;
+      std::string_view sv;
+      if (f == 1 && w == kLength) {
+        if (!ReadLength(rr, &sv)) return false;
+        reply.message = std::string(sv);
+        return true;
+      }
+      if ((f == 2 || f == 3) && w == kVarint) {
+        if (!rr.Varint(&v)) return false;
+        if (f == 2) reply.code = static_cast<int32_t>(v);
+        if (f == 3) reply.fatal = v != 0;
+        return true;
+      }
+      return rr.Skip(f, w, format::kMaxDepth);
+    });
   });
   if (!ok) return absl::InvalidArgumentError("malformed DaemonMessage from tracetorchd");
   return reply;

@@ -51,6 +51,8 @@ struct HelloFields {
   std::string_view resume_session_id;
   uint64_t dropped_events = 0;
   uint64_t sent_events = 0;
+  // Hello.replay_first_event (field 6): set by an agent that re-sends what is not yet durable.
+  std::optional<uint64_t> replay_first_event = {};
   int32_t protocol_version = kProtocolVersion;
 };
 
@@ -66,6 +68,8 @@ struct BatchFields {
   uint64_t dropped_events = 0;
   const NanOrigin* nan_origin = nullptr;  // Optional.
   std::string_view op_graph_json = {};    // Optional (field 6, bytes); must fit in one frame.
+  // Optional (field 7): the stream position of the batch's first event.
+  std::optional<uint64_t> first_event = {};
 };
 
 struct BatchResult {
@@ -99,9 +103,9 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
 //   }
 
 // The most payload bytes a frame holding one event field adds to it, when the batch carries no
-// nan_origin or op_graph_json: the AgentMessage wrapper, sequence and dropped_events. An event
-// whose field is longer than max_frame_bytes less this fits in no frame.
-inline constexpr size_t kMaxEncodedBatchOverheadBytes = 1 + 5 + 11 + 11;
+// nan_origin or op_graph_json: the AgentMessage wrapper, sequence, dropped_events, first_event. An
+// event whose field is longer than max_frame_bytes less this fits in no frame.
+inline constexpr size_t kMaxEncodedBatchOverheadBytes = 1 + 5 + 11 + 11 + 11;
 
 // Append the event's field to `*out`; return the number of bytes appended.
 size_t AppendForwardEventField(const ForwardEvent& event, std::string* out);
@@ -123,13 +127,16 @@ void AppendEncodedEventBatchFrame(const BatchFields& batch, std::string_view eve
 
 // A decoded DaemonMessage.
 struct DaemonReply {
-  enum class Kind { kUnknown, kWelcome, kError };
+  enum class Kind { kUnknown, kWelcome, kError, kDurable };
   Kind kind = Kind::kUnknown;
   std::string session_id;  // Welcome
   bool resumed = false;    // Welcome
-  std::string message;     // IngestError
-  int32_t code = 0;        // IngestError: an absl::StatusCode value.
-  bool fatal = false;      // IngestError
+  // Welcome (durable_sequence: absent from an older daemon) and Durable (sequence, events).
+  std::optional<uint64_t> durable_sequence;
+  uint64_t durable_events = 0;
+  std::string message;  // IngestError
+  int32_t code = 0;     // IngestError: an absl::StatusCode value.
+  bool fatal = false;   // IngestError
 };
 
 // Parses a DaemonMessage payload (without the frame header). InvalidArgument when it is not valid

@@ -275,6 +275,29 @@ TEST(Wire, EventFieldLengthWalksTheFields) {
   EXPECT_EQ(EventFieldLength("\x08\x01"), 0u);  // A varint field, not an event.
 }
 
+TEST(Wire, ReplayFieldsAreProto3Optional) {
+  ProcessIdentity id;
+  HelloFields hello;
+  hello.identity = &id;
+  hello.replay_first_event = 0;  // Present zero: an agent that re-sends, holding from the start.
+  std::string out;
+  AppendHelloFrame(hello, &out);
+  BatchFields fields;
+  fields.sequence = 3;
+  fields.first_event = 0;
+  std::vector<ForwardEvent> fwd = {Forward(1, 0)};
+  AppendEventBatchFrame(fields, fwd, {}, 1 << 20, &out);
+  fields.first_event.reset();
+  AppendEventBatchFrame(fields, fwd, {}, 1 << 20, &out);
+  auto msgs = ParseFrames(out);
+  ASSERT_EQ(msgs.size(), 3u);
+  ASSERT_TRUE(msgs[0].hello().has_replay_first_event());
+  EXPECT_EQ(msgs[0].hello().replay_first_event(), 0u);
+  ASSERT_TRUE(msgs[1].events().has_first_event());
+  EXPECT_EQ(msgs[1].events().first_event(), 0u);
+  EXPECT_FALSE(msgs[2].events().has_first_event());
+}
+
 TEST(Wire, ParsesDaemonReplies) {
   v1::DaemonMessage welcome;
   welcome.mutable_welcome()->set_session_id("20240101T000000Z-host-1-1");
@@ -284,6 +307,24 @@ TEST(Wire, ParsesDaemonReplies) {
   EXPECT_EQ(r->kind, DaemonReply::Kind::kWelcome);
   EXPECT_EQ(r->session_id, "20240101T000000Z-host-1-1");
   EXPECT_TRUE(r->resumed);
+  EXPECT_FALSE(r->durable_sequence.has_value()) << "an older daemon's Welcome acknowledges nothing";
+
+  welcome.mutable_welcome()->set_durable_sequence(0);  // Present zero: nothing durable yet.
+  welcome.mutable_welcome()->set_durable_events(17);
+  r = ParseDaemonReply(welcome.SerializeAsString());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->durable_sequence.has_value());
+  EXPECT_EQ(*r->durable_sequence, 0u);
+  EXPECT_EQ(r->durable_events, 17u);
+
+  v1::DaemonMessage durable;
+  durable.mutable_durable()->set_sequence(42);
+  durable.mutable_durable()->set_events(4096);
+  r = ParseDaemonReply(durable.SerializeAsString());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->kind, DaemonReply::Kind::kDurable);
+  EXPECT_EQ(r->durable_sequence, 42u);
+  EXPECT_EQ(r->durable_events, 4096u);
 
   v1::DaemonMessage error;
   error.mutable_error()->set_message("too big");

@@ -139,9 +139,12 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     session_ = opened->session;
     attachment_ = opened->attachment;
     session_id_ = session_->id();
+    told_ = session_->durable();
     v1::DaemonMessage welcome;
     welcome.mutable_welcome()->set_session_id(session_id_);
     welcome.mutable_welcome()->set_resumed(opened->resumed);
+    welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
+    welcome.mutable_welcome()->set_durable_events(told_.events);
     AppendDaemonFrame(welcome, out);
     return true;
   }
@@ -183,6 +186,17 @@ void IngestConnection::HandleOutcome(const BatchOutcome& r, std::string* out) {
       AppendError(r.error, /*fatal=*/false, out);
     }
   }
+}
+
+void IngestConnection::AppendDurable(std::string* out) {
+  if (session_ == nullptr || closed_) return;
+  const Session::Durable now = session_->durable();
+  if (now.sequence <= told_.sequence && now.events <= told_.events) return;
+  told_ = now;
+  v1::DaemonMessage m;
+  m.mutable_durable()->set_sequence(now.sequence);
+  m.mutable_durable()->set_events(now.events);
+  AppendDaemonFrame(m, out);
 }
 
 void IngestConnection::OnTimeout(const absl::Status& status, std::string* out) {

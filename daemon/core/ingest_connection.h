@@ -6,12 +6,14 @@
 //   OnFrame(payload)    -> false: close after writing `out`
 //   OnClosed(truncated) -> the socket ended; the session is released (aborted without End)
 //
-// Rules: the first message must be a Hello (answered with a Welcome or a fatal IngestError); a
-// frame that does not parse, a second Hello, a Hello the SessionManager refuses (protocol version,
-// live-session limit, another uid's session), a layer table the session refuses, any message
-// after End and a message without a kind are fatal; events for undeclared layers are dropped and
-// counted, with one non-fatal IngestError per connection. Everything rejected is counted in
-// DaemonCounters and logged once per cause (rate-limited).
+// Rules: the first message must be a Hello (answered with a Welcome, which carries the session's
+// durable point, or a fatal IngestError); a frame that does not parse, a second Hello, a Hello the
+// SessionManager refuses (protocol version, live-session limits, another uid's session), a layer
+// table the session refuses, any message after End and a message without a kind are fatal; events
+// for undeclared layers are dropped and counted, with one non-fatal IngestError per connection.
+// Everything rejected is counted in DaemonCounters and logged once per cause (rate-limited).
+// Durability (agent.proto, "Durability and re-send"): AppendDurable tells the agent of each new
+// snapshot of its session.
 //
 // Thread-compatible: one connection thread drives it.
 #ifndef TRACETORCH_DAEMON_CORE_INGEST_CONNECTION_H_
@@ -24,6 +26,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "daemon/core/counters.h"
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session.h"
@@ -53,6 +56,12 @@ class IngestConnection {
   // connections_timed_out. Close after writing `out`.
   void OnTimeout(const absl::Status& status, std::string* out);
 
+  // Appends a Durable frame when the session's snapshot on disk moved past what this connection
+  // last told the agent (the Welcome's durable point, or the previous Durable). The server calls
+  // it whenever it wakes (at least every kDurablePollInterval while the connection is open).
+  void AppendDurable(std::string* out);
+  static constexpr absl::Duration kDurablePollInterval = absl::Milliseconds(100);
+
   // Whether a Hello was accepted (the connection has a session).
   bool has_session() const { return session_ != nullptr; }
 
@@ -78,6 +87,7 @@ class IngestConnection {
   std::shared_ptr<Session> session_;
   uint64_t attachment_ = 0;
   std::string session_id_;
+  Session::Durable told_;  // The durable point the agent was last told of.
   bool ended_ = false;
   bool closed_ = false;
   bool warned_undeclared_ = false;

@@ -1,5 +1,6 @@
 #include "daemon/core/ingest_connection.h"
 
+#include "daemon/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "protocol/wire.h"
 
@@ -171,6 +172,49 @@ TEST_F(IngestConnectionTest, ATimeoutIsAFatalDeadlineExceededAndCounted) {
   EXPECT_EQ(r[0].error().message(), "no Hello within 10s");
   EXPECT_EQ(counters_.connections_timed_out.load(), 1u);
   EXPECT_EQ(counters_.rejected_connections.load(), 1u);
+}
+
+// The Welcome says how far the session's snapshot on disk goes, and a Durable follows each
+// snapshot that moved it, once.
+TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAcknowledgedOnce) {
+  test_util::TempDir dir("ttconn");
+  DaemonCounters counters;
+  RateLimitedLog log;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  IngestConnection c(m->get(), &counters, &log, {3, 0, 0}, 1 << 20);
+  std::string out;
+  ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
+  auto r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].welcome().has_durable_sequence());  // Present: this daemon acknowledges.
+  EXPECT_EQ(r[0].welcome().durable_sequence(), 0u);
+  out.clear();
+  c.AppendDurable(&out);
+  EXPECT_TRUE(out.empty()) << "nothing on disk yet";
+
+  v1::AgentMessage table;
+  table.mutable_layer_table()->add_layers()->set_full_name("fc");
+  ASSERT_TRUE(c.OnFrame(Payload(table), &out));
+  v1::AgentMessage ev;
+  ev.mutable_events()->set_sequence(7);
+  ev.mutable_events()->set_first_event(0);
+  ev.mutable_events()->add_forward()->set_layer_id(0);
+  ev.mutable_events()->add_forward()->set_layer_id(0);
+  ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
+  (*m)->WriteDueSnapshots();
+  c.AppendDurable(&out);
+  r = Replies(out);
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].has_durable());
+  EXPECT_EQ(r[0].durable().sequence(), 7u);
+  EXPECT_EQ(r[0].durable().events(), 2u);
+  out.clear();
+  (*m)->WriteDueSnapshots();  // Nothing changed: no new snapshot, no new acknowledgement.
+  c.AppendDurable(&out);
+  EXPECT_TRUE(out.empty());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// One background thread that runs tasks in the order they were posted: where the daemon does
-// work that must not hold up the thread that posts it (the live-watch hub's snapshot preparation,
-// daemon/core/watch_hub.h).
+// One background thread that runs tasks in the order they were posted: where the daemon does work
+// that must not hold up the thread that posts it (the live-watch hub's snapshot preparation,
+// daemon/core/watch_hub.h). A WorkerPool (worker_pool.h) of one thread, without a bound.
 //
 // Tasks must not throw. Stop() (and the destructor) runs nothing more: tasks still queued are
 // dropped (destroyed unrun), the running one is waited for, the thread is joined.
@@ -10,36 +10,34 @@
 #ifndef TRACETORCH_DAEMON_CORE_SERIAL_WORKER_H_
 #define TRACETORCH_DAEMON_CORE_SERIAL_WORKER_H_
 
-#include <deque>
 #include <functional>
-#include <thread>
+#include <utility>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/core/worker_pool.h"
 
 namespace tracetorch::daemon {
 
 class SerialWorker {
  public:
-  SerialWorker();
-  ~SerialWorker();  // Stop().
+  SerialWorker() : pool_(WorkerPoolOptions{.threads = 1}) {}
+  ~SerialWorker() = default;  // Stop().
   SerialWorker(const SerialWorker&) = delete;
   SerialWorker& operator=(const SerialWorker&) = delete;
 
   // Queues `task`; returns false (and drops it) once Stop() began.
-  bool Post(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Post(std::function<void()> task) {
+    return pool_
+        .Post([task = std::move(task)](bool cancelled) {
+          if (!cancelled) task();
+        })
+        .ok();
+  }
 
   // Idempotent.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() { pool_.Stop(); }
 
  private:
-  void Run() ABSL_LOCKS_EXCLUDED(mu_);
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // Started by the constructor, joined by the first Stop().
-  absl::Mutex join_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // Serialises Stop() calls.
+  WorkerPool pool_;  // One thread; a cancelled task is dropped unrun.
 };
 
 }  // namespace tracetorch::daemon

@@ -148,10 +148,12 @@ Session::Session(std::string id, const v1::Hello& hello, PeerCredentials peer, a
     events_ = info.events();
     rejected_events_ = info.rejected_events();
     lost_events_ = restored_->entry.lost_events();
+    last_sequence_ = restored_->entry.last_sequence();
     client_dropped_ = std::max(client_dropped_, restored_->entry.client_dropped_events());
-    // Everything the agent wrote that we do not hold is lost in transit.
-    const uint64_t received = events_ + rejected_events_ + lost_events_;
-    if (hello.sent_events() > received) lost_events_ += hello.sent_events() - received;
+    // What was restored is on disk; what the agent wrote beyond it and cannot re-send is lost.
+    durable_ = {last_sequence_, events_ + rejected_events_ + lost_events_};
+    absl::MutexLock lock(&mu_);  // For the analysis: nobody else sees the session yet.
+    AccountHelloLocked(hello);
     TraceMetadata m = aggregator_.metadata();
     if (!m.nan_origin) m.nan_origin = restored_->record.metadata.nan_origin;
     aggregator_.SetMetadata(std::move(m));
@@ -228,23 +230,35 @@ void Session::TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thin
 
 // AddBatchBytes' pass over a batch's events, as a visitor of the frame decoder. It runs under the
 // session's lock (AssertHeld tells the analysis so).
+// The first `skip` events visited are re-sent ones the session already holds: counted as
+// duplicates and not applied.
 class Session::ApplyPass : public protocol::wire::EventBatchVisitor {
  public:
-  ApplyPass(Session* s, TraceAggregator::Batch* agg, BatchOutcome* out)
-      : s_(s), agg_(agg), out_(out) {}
+  ApplyPass(Session* s, TraceAggregator::Batch* agg, BatchOutcome* out, uint64_t skip)
+      : s_(s), agg_(agg), out_(out), skip_(skip) {}
   void OnForward(const protocol::wire::ForwardFields& e) override {
     s_->mu_.AssertHeld();
+    if (Skip()) return;
     s_->ApplyForwardLocked(e, *agg_, out_);
   }
   void OnBackward(const protocol::BackwardEvent& e) override {
     s_->mu_.AssertHeld();
+    if (Skip()) return;
     s_->ApplyBackwardLocked(e, *agg_, out_);
   }
 
  private:
+  bool Skip() {
+    if (skip_ == 0) return false;
+    --skip_;
+    ++out_->duplicates;
+    return true;
+  }
+
   Session* const s_;
   TraceAggregator::Batch* const agg_;
   BatchOutcome* const out_;
+  uint64_t skip_;
 };
 
 int32_t Session::AggIdLocked(uint32_t wire) const {
@@ -336,11 +350,21 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
   if (!op_graph.empty() && op_graph_json_.empty()) op_graph_json_ = std::move(op_graph);
   ++changes_;
   client_dropped_ = std::max(client_dropped_, summary->dropped_events);
+  last_sequence_ = std::max(last_sequence_, summary->sequence);
+  uint64_t skip = 0;
+  if (summary->first_event.has_value()) {
+    const uint64_t position = PositionLocked();
+    if (*summary->first_event < position) {
+      skip = position - *summary->first_event;  // Re-sent: held already.
+    } else {
+      lost_events_ += *summary->first_event - position;  // Written, never arrived, not re-sent.
+    }
+  }
   if (last_forward_bytes_.size() < history_.size()) last_forward_bytes_.resize(history_.size());
   absl::Status decoded;
   {
     TraceAggregator::Batch agg(&aggregator_);
-    ApplyPass apply(this, &agg, &out);
+    ApplyPass apply(this, &agg, &out, skip);
     decoded = protocol::wire::DecodeEventBatch(batch, &apply).status();
     for (const int32_t id : touched_layers_) {
       std::string_view& last = last_forward_bytes_[static_cast<size_t>(id)];
@@ -414,8 +438,23 @@ void Session::Resume(const v1::Hello& hello, PeerCredentials peer) {
   ended_ = absl::InfinitePast();
   peer_ = peer;
   client_dropped_ = std::max(client_dropped_, hello.dropped_events());
-  const uint64_t accounted = events_ + rejected_events_ + lost_events_;
-  if (hello.sent_events() > accounted) lost_events_ += hello.sent_events() - accounted;
+  AccountHelloLocked(hello);
+}
+
+void Session::AccountHelloLocked(const v1::Hello& hello) {
+  // An agent that re-sends will write again everything from replay_first_event on; the rest of
+  // what it sent and we do not hold is lost in transit.
+  const uint64_t resent_from =
+      hello.has_replay_first_event() ? hello.replay_first_event() : hello.sent_events();
+  const uint64_t position = PositionLocked();
+  if (resent_from > position) lost_events_ += resent_from - position;
+}
+
+uint64_t Session::PositionLocked() const { return events_ + rejected_events_ + lost_events_; }
+
+Session::Durable Session::durable() const {
+  absl::MutexLock lock(&mu_);
+  return durable_;
 }
 
 SessionState Session::state() const {
@@ -476,6 +515,7 @@ v1::SessionIndexEntry Session::IndexEntryLocked() const {
   *entry.mutable_info() = InfoLocked();
   entry.set_client_dropped_events(client_dropped_);
   entry.set_lost_events(lost_events_);
+  entry.set_last_sequence(last_sequence_);
   return entry;
 }
 
@@ -587,9 +627,11 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
   absl::MutexLock write_lock(&write_mu_);
   TraceRecord record;
   uint64_t changes;
+  Durable durable;
   {
     absl::MutexLock lock(&mu_);
     changes = changes_;
+    durable = {last_sequence_, PositionLocked()};
     if (!force && changes == written_changes_) return false;
     record = RecordLocked();
     std::string accounting;
@@ -606,6 +648,8 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
   CrashPoint("snapshot");
   if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
   written_changes_ = changes;
+  absl::MutexLock lock(&mu_);
+  durable_ = durable;
   return true;
 }
 

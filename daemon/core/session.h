@@ -59,8 +59,9 @@ size_t SessionMemoryBound(size_t layers, size_t history_steps);
 // What AddBatch did with a batch.
 struct BatchOutcome {
   uint64_t accepted = 0;
-  uint64_t rejected = 0;  // Events for undeclared layers.
-  absl::Status error;     // The first rejection's cause (InvalidArgument), OK when none.
+  uint64_t rejected = 0;    // Events for undeclared layers.
+  uint64_t duplicates = 0;  // Re-sent events the session already holds (skipped, not counted).
+  absl::Status error;       // The first rejection's cause (InvalidArgument), OK when none.
 };
 
 class Session {
@@ -88,6 +89,10 @@ class Session {
   // Feeds a batch, given as its wire bytes (an EventBatch without frame header or AgentMessage
   // tag; protocol/frame_decoder.h decodes it, allocating nothing per event), to the aggregator and
   // the history. Events for undeclared ids are rejected and counted; the rest are applied.
+  // De-duplication (agent.proto, "Durability and re-send"): with first_event set, the events below
+  // the session's stream position (events + rejected + lost) are skipped as already held, and a
+  // first_event above it counts the events in between as lost; the batch's own fields apply
+  // either way (the op graph and NaN origin keep the first received).
   // InvalidArgument for bytes that are not an EventBatch: nothing is applied when the batch's own
   // fields are malformed, and the events before the first malformed one otherwise (counted in
   // events(): the caller closes the connection).
@@ -101,9 +106,19 @@ class Session {
   // Connection lost without End: state aborted (a finished session stays finished).
   void Abort(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // A reconnect with resume_session_id: live again; events the agent wrote to earlier
-  // connections that never arrived (hello.sent_events minus what was received) count as dropped.
-  // The agent re-sends its layer table next.
+  // connections that never arrived count as dropped: with hello.replay_first_event (an agent that
+  // re-sends what is not durable), those below it; without, hello.sent_events minus what was
+  // received. The agent re-sends its layer table next.
   void Resume(const v1::Hello& hello, PeerCredentials peer) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How far the session's latest snapshot on disk goes (the restored one after a restart): the
+  // highest batch sequence and the stream position it holds. Zero before any.
+  struct Durable {
+    uint64_t sequence = 0;
+    uint64_t events = 0;
+    bool operator==(const Durable&) const = default;
+  };
+  Durable durable() const ABSL_LOCKS_EXCLUDED(mu_);
 
   SessionState state() const ABSL_LOCKS_EXCLUDED(mu_);
   int32_t peer_uid() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -174,6 +189,10 @@ class Session {
   void TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thinnings_before)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t DroppedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Events + rejected + lost: every stream position accounted for.
+  uint64_t PositionLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Counts as lost what a (re)connecting agent wrote before and will not send again.
+  void AccountHelloLocked(const v1::Hello& hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // AddBatchBytes' pass over the events (session.cc) and what it does per event.
   class ApplyPass;
@@ -209,6 +228,8 @@ class Session {
   uint64_t client_dropped_ ABSL_GUARDED_BY(mu_) = 0;     // Latest (monotonic) agent count.
   uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;        // In flight across reconnects.
   uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;  // Since the restore (gap accounting).
+  uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;      // Highest batch sequence applied.
+  Durable durable_ ABSL_GUARDED_BY(mu_);                 // Of the latest snapshot written.
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;            // The version (WatchView).
   std::string op_graph_json_ ABSL_GUARDED_BY(mu_);       // First op graph received, canonical.
   absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

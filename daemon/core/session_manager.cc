@@ -67,9 +67,13 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(
     const int leftovers = RemoveLeftoverTemps(options.data_dir) + RemoveLeftoverTemps(sessions);
     if (leftovers > 0) spdlog::info("removed {} unfinished temporary files", leftovers);
   }
+  absl::StatusOr<SessionKey> key =
+      options.data_dir.empty() ? SessionKey::Random() : SessionKey::LoadOrCreate(options.data_dir);
+  if (!key.ok()) return key.status();
   std::unique_ptr<SessionManager> m(
       new SessionManager(std::move(options), counters, std::move(clock)));
   m->lock_ = std::move(lock);
+  m->key_ = *std::move(key);
   if (absl::Status s = m->LoadIndex(); !s.ok()) return s;
   std::vector<std::string> pruned;
   {
@@ -125,10 +129,12 @@ absl::Status SessionManager::LoadIndex() {
   return absl::OkStatus();
 }
 
-std::string SessionManager::NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started) {
+std::string SessionManager::NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started,
+                                        int32_t uid) {
   while (true) {
-    std::string id =
-        MakeSessionId(absl::ToUnixNanos(started), identity.host(), identity.pid(), next_counter_++);
+    std::string id = key_->Tag(
+        MakeSessionId(absl::ToUnixNanos(started), identity.host(), identity.pid(), next_counter_++),
+        uid);
     if (!entries_.contains(id)) return id;
   }
 }
@@ -204,24 +210,40 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hel
   }
 
   size_t live = 0;
+  size_t live_of_uid = 0;
   for (const auto& [id, e] : entries_) {
-    if (e.session != nullptr && e.session->state() == SessionState::kLive) ++live;
+    if (e.session != nullptr && e.session->state() == SessionState::kLive) {
+      ++live;
+      if (e.session->peer_uid() == peer.uid) ++live_of_uid;
+    }
   }
   if (live >= options_.max_live_sessions) {
     Bump(counters_->limit_hits);
     return absl::ResourceExhaustedError(absl::StrCat(
         "tracetorchd holds ", live, " live sessions, its limit (--max-live-sessions)"));
   }
+  if (options_.max_live_sessions_per_uid > 0 && live_of_uid >= options_.max_live_sessions_per_uid) {
+    Bump(counters_->limit_hits);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("uid ", peer.uid, " holds ", live_of_uid,
+                     " live sessions, the limit per uid (--max-sessions-per-uid)"));
+  }
   Entry e;
   e.started = now;
   // A resume of a session this daemon does not know (its predecessor died before writing it to
   // the index) continues under that id: what the agent had sent then counts as dropped, instead of
-  // vanishing into a new session. Never for a malformed id, nor over a snapshot on disk (a session
-  // forgotten by the index limit).
+  // vanishing into a new session. Never for a malformed id, one whose owner tag is not the peer's
+  // (no uid takes over another's id), nor over a snapshot on disk (a session forgotten by the
+  // index limit).
   const std::string& resume = hello.resume_session_id();
   const bool adopt = !resume.empty() && !entries_.contains(resume) && IsSafeId(resume) &&
+                     key_->Owns(resume, peer.uid) &&
                      (options_.data_dir.empty() || !std::filesystem::exists(SnapshotPath(resume)));
-  const std::string id = adopt ? resume : NewIdLocked(hello.identity(), now);
+  if (!resume.empty() && !adopt && !entries_.contains(resume)) {
+    spdlog::debug("uid {} cannot continue unknown session {} (not tagged for it): a new session",
+                  peer.uid, resume);
+  }
+  const std::string id = adopt ? resume : NewIdLocked(hello.identity(), now, peer.uid);
   e.session =
       std::make_shared<Session>(id, hello, peer, now, options_.session_limits, options_.thresholds);
   if (adopt) e.session->Resume(hello, peer);  // Counts hello.sent_events as lost.
@@ -255,6 +277,7 @@ Session::Restored SessionManager::RestoreLocked(const std::string& id,
     // agent's resume counts all it had sent as lost.
     restored.entry.set_client_dropped_events(0);
     restored.entry.set_lost_events(0);
+    restored.entry.set_last_sequence(0);
     restored.entry.mutable_info()->set_events(0);
     restored.entry.mutable_info()->set_rejected_events(0);
     restored.entry.mutable_info()->set_dropped_events(0);

@@ -5,18 +5,26 @@
 //
 // Session ids are made by the daemon, never taken from a client string:
 //   "<start time, UTC, YYYYMMDDTHHMMSSZ>-<host, [A-Za-z0-9-] kept, else '_', <= 32
-//   chars>-<pid>-<n>"
-// so an id is always a safe file name ("../../etc/x" as host becomes "______etc_x").
+//   chars>-<pid>-<n>-<owner tag, 16 hex digits>"
+// so an id is always a safe file name ("../../etc/x" as host becomes "______etc_x"). The owner
+// tag (daemon/core/session_key.h) binds the id to the peer uid it was made for.
+//
+// Ownership: only the uid that created a session continues it. A resume of a known session (in
+// memory, in the index, or in a snapshot file) by another uid is refused (PermissionDenied). A
+// resume of an id the daemon does not know (it died before persisting the session) continues
+// under that id only when the id's owner tag is the peer's; any other such id (another uid's,
+// forged, or made by an older daemon) starts a fresh session with a new id (the Welcome says
+// resumed = false), so no uid can take over a session id that was never persisted.
 //
 // A session without events (Session::has_events: a Hello and nothing else) is not history: it is
 // listed while in memory, but never written to disk or to the index, and it is the first to go,
 // entirely, when ended sessions are evicted.
 //
-// Limits: live sessions (a new session beyond it is refused with ResourceExhausted and counted in
-// DaemonCounters::limit_hits; a resume is not a new session), sessions held in memory (ended ones
-// beyond it are evicted, counted in sessions_evicted; they stay listed and readable from disk),
-// index entries (the oldest ended sessions are forgotten, counted in limit_hits; their files
-// stay), and the per-session limits (Session).
+// Limits: live sessions, in all and per peer uid (a new session beyond either is refused with
+// ResourceExhausted and counted in DaemonCounters::limit_hits; a resume is not a new session),
+// sessions held in memory (ended ones beyond it are evicted, counted in sessions_evicted; they stay
+// listed and readable from disk), index entries (the oldest ended sessions are forgotten, counted
+// in limit_hits; their files stay), and the per-session limits (Session).
 //
 // Fair share across peer uids: whenever a limit or retain_sessions takes ended sessions (from
 // memory, from the index, or from disk), each one taken is the oldest of the uid that holds the
@@ -32,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +54,7 @@
 #include "daemon/core/counters.h"
 #include "daemon/core/data_dir.h"
 #include "daemon/core/session.h"
+#include "daemon/core/session_key.h"
 #include "tracetorch/v1/agent.pb.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -53,6 +63,7 @@ namespace tracetorch::daemon {
 struct SessionManagerOptions {
   std::string data_dir;  // Empty: nothing is persisted (tests).
   size_t max_live_sessions = 1024;
+  size_t max_live_sessions_per_uid = 256;  // 0: no limit but max_live_sessions.
   // Live and attached sessions always stay; beyond this, ended ones are evicted, oldest first.
   size_t max_sessions_in_memory = 256;
   size_t max_index_entries = 10000;
@@ -96,11 +107,12 @@ class SessionManager {
 
   // Starts a session for a Hello, or resumes the one named by hello.resume_session_id (in memory,
   // or from the index after a daemon restart) when it is not finished and the peer has the same
-  // uid. An id this manager does not know (the daemon died before indexing it) is taken up again
-  // as a new session under that id, hello.sent_events counted as dropped (resumed is true); a
-  // finished id, a malformed one or one whose snapshot file exists starts a session of a new id.
+  // uid. An id this manager does not know (the daemon died before indexing it) whose owner tag is
+  // the peer's is taken up again as a new session under that id, what the agent sent and will not
+  // re-send counted as dropped (resumed is true); a finished id, a malformed one, one tagged for
+  // another uid (or untagged) or one whose snapshot file exists starts a session of a new id.
   // InvalidArgument for an unsupported protocol version; ResourceExhausted at the live-session
-  // limit; PermissionDenied when another uid tries to resume a session.
+  // limits (in all, per uid); PermissionDenied when another uid tries to resume a known session.
   absl::StatusOr<Opened> Open(const v1::Hello& hello, const PeerCredentials& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -186,12 +198,13 @@ class SessionManager {
   // outside the lock (RemoveSnapshots).
   std::vector<std::string> PruneLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveSnapshots(const std::vector<std::string>& paths) const;
-  std::string NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started)
+  std::string NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started, int32_t uid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SessionManagerOptions options_;
   DaemonCounters* const counters_;
   const Clock clock_;
+  std::optional<SessionKey> key_;  // Set by Create(); constant afterwards.
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);

@@ -380,20 +380,37 @@ TEST(SessionManager, RetentionForgetsSessionsEndedLongerAgoThanItsAge) {
 
 // The daemon died before it indexed a session: the agent's resume continues it under its id, and
 // what the agent had sent to the dead daemon counts as dropped, so events + dropped == sent.
+// The id of a session opened (and never persisted: no events) by `uid` on a manager of `dir` that
+// then goes away, as a daemon killed before its first snapshot.
+std::string UnpersistedId(const std::string& dir, int32_t uid, int pid = 10) {
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir;
+  auto m = SessionManager::Create(o, &counters);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return "";
+  auto s = (*m)->Open(MakeHello("box", pid), {1, uid, uid});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? s->session->id() : "";
+}
+
 TEST(SessionManager, AResumeOfAnUnknownSessionKeepsItsIdAndCountsTheGap) {
   TempDir dir{"tracetorchd_sm"};
+  const std::string id = UnpersistedId(dir.path(), 1000);
+  const std::string other_id = UnpersistedId(dir.path(), 1000, /*pid=*/11);
   DaemonCounters counters;
   SessionManagerOptions o;
   o.data_dir = dir.path();
   auto m = SessionManager::Create(o, &counters);
   ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE((*m)->List().empty());
   v1::Hello resume = MakeHello();
-  resume.set_resume_session_id("20260101T000000Z-box-10-3");
+  resume.set_resume_session_id(id);
   resume.set_sent_events(7);
   auto r = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->resumed);
-  EXPECT_EQ(r->session->id(), "20260101T000000Z-box-10-3");
+  EXPECT_EQ(r->session->id(), id);
   Feed(*r->session, 3);
   const v1::SessionInfo info = r->session->Info();
   EXPECT_EQ(info.events(), 3u);
@@ -405,12 +422,77 @@ TEST(SessionManager, AResumeOfAnUnknownSessionKeepsItsIdAndCountsTheGap) {
   ASSERT_TRUE(bad.ok());
   EXPECT_FALSE(bad->resumed);
   EXPECT_NE(bad->session->id(), "../../etc/passwd");
-  ASSERT_TRUE(WriteFileAtomic((*m)->SnapshotPath("20260101T000000Z-box-10-4"), "{}").ok());
-  resume.set_resume_session_id("20260101T000000Z-box-10-4");
+  ASSERT_TRUE(WriteFileAtomic((*m)->SnapshotPath(other_id), "{}").ok());
+  resume.set_resume_session_id(other_id);
   auto taken = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(taken.ok());
   EXPECT_FALSE(taken->resumed);
-  EXPECT_NE(taken->session->id(), "20260101T000000Z-box-10-4");
+  EXPECT_NE(taken->session->id(), other_id);
+}
+
+// A session id the daemon never persisted is continued only by the uid it was made for: another
+// uid's resume (or one with an id no daemon of this data directory made) starts a fresh session,
+// and the owner still continues its own afterwards.
+TEST(SessionManager, AnUnpersistedSessionIdIsNotTakenOverByAnotherUid) {
+  TempDir dir{"tracetorchd_sm"};
+  const std::string id = UnpersistedId(dir.path(), 1000);
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(id);
+  resume.set_sent_events(5);
+  auto thief = (*m)->Open(resume, {2, 2000, 2000});
+  ASSERT_TRUE(thief.ok()) << thief.status();
+  EXPECT_FALSE(thief->resumed);
+  EXPECT_NE(thief->session->id(), id);
+  EXPECT_EQ(thief->session->peer_uid(), 2000);
+  EXPECT_EQ(thief->session->Info().dropped_events(), 0u);  // The owner's counts are not its.
+  // An id without a valid tag (forged, or an older daemon's) is nobody's to continue.
+  v1::Hello forged = resume;
+  forged.set_resume_session_id("20260101T000000Z-box-10-3");
+  auto f = (*m)->Open(forged, {1, 1000, 1000});
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->resumed);
+  EXPECT_NE(f->session->id(), "20260101T000000Z-box-10-3");
+  // The owner continues its session under its id.
+  auto owner = (*m)->Open(resume, {1, 1000, 1000});
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  EXPECT_TRUE(owner->resumed);
+  EXPECT_EQ(owner->session->id(), id);
+  // Now known: another uid is refused outright.
+  EXPECT_EQ((*m)->Open(resume, {2, 2000, 2000}).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST(SessionManager, LiveSessionsPerUidAreCapped) {
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.max_live_sessions_per_uid = 2;
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok());
+  auto a = (*m)->Open(MakeHello(), {1, 1000, 1000});
+  auto b = (*m)->Open(MakeHello(), {1, 1000, 1000});
+  ASSERT_TRUE(a.ok() && b.ok());
+  absl::StatusOr<SessionManager::Opened> c = (*m)->Open(MakeHello(), {1, 1000, 1000});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "--max-sessions-per-uid")) << c.status();
+  EXPECT_EQ(counters.limit_hits.load(), 1u);
+  EXPECT_TRUE((*m)->Open(MakeHello(), {2, 2000, 2000}).ok());  // Another uid is not held back.
+  // A resume is not a new session; an ended session frees its slot.
+  v1::Hello resume = MakeHello();
+  resume.set_resume_session_id(a->session->id());
+  EXPECT_TRUE((*m)->Open(resume, {1, 1000, 1000}).ok());
+  b->session->Finish(v1::End(), absl::Now());
+  (*m)->Release(b->session, b->attachment, /*ended=*/true);
+  EXPECT_TRUE((*m)->Open(MakeHello(), {1, 1000, 1000}).ok());
+
+  o.max_live_sessions_per_uid = 0;  // No limit but max_live_sessions.
+  auto unlimited = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(unlimited.ok());
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE((*unlimited)->Open(MakeHello(), {1, 1000, 1000}).ok());
 }
 
 // A daemon killed after a snapshot and a later index write: the index counts more events than

@@ -1,9 +1,12 @@
 #include "daemon/core/session.h"
 
 #include <cmath>
+#include <optional>
 
+#include "daemon/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "protocol/codes.h"
+#include "trace/json.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
 
@@ -266,6 +269,97 @@ TEST(Session, ResumeCountsTheGapAsDropped) {
   EXPECT_EQ(s.Info().dropped_events(), 18u);
   s.Resume(again, {});  // Idempotent: nothing new is missing.
   EXPECT_EQ(s.Info().dropped_events(), 18u);
+}
+
+v1::EventBatch Batch(uint64_t sequence, std::optional<uint64_t> first_event, int events) {
+  v1::EventBatch b;
+  b.set_sequence(sequence);
+  if (first_event.has_value()) b.set_first_event(*first_event);
+  for (int i = 0; i < events; ++i) b.add_forward()->set_layer_id(0);
+  return b;
+}
+
+TEST(Session, ReSentEventsAreSkippedAndGapsCountedOnce) {
+  Session s("id", MakeHello(), {}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  EXPECT_EQ(s.AddBatch(Batch(1, 0, 4)).accepted, 4u);
+  // The same batch again (re-sent after a reconnect): nothing counted twice.
+  BatchOutcome again = s.AddBatch(Batch(1, 0, 4));
+  EXPECT_EQ(again.accepted, 0u);
+  EXPECT_EQ(again.duplicates, 4u);
+  // A batch overlapping the end of what is held: only its new events count.
+  BatchOutcome overlap = s.AddBatch(Batch(2, 2, 5));
+  EXPECT_EQ(overlap.duplicates, 2u);
+  EXPECT_EQ(overlap.accepted, 3u);
+  EXPECT_EQ(s.Info().events(), 7u);
+  EXPECT_EQ(s.Info().dropped_events(), 0u);
+  // Positions 7..9 never arrive: counted as dropped once, when the batch after them does.
+  EXPECT_EQ(s.AddBatch(Batch(3, 10, 1)).accepted, 1u);
+  EXPECT_EQ(s.Info().dropped_events(), 3u);
+  EXPECT_EQ(s.AddBatch(Batch(3, 10, 1)).duplicates, 1u);
+  EXPECT_EQ(s.Info().dropped_events(), 3u);
+  // An older agent's batch (no position) is applied as new.
+  EXPECT_EQ(s.AddBatch(Batch(4, std::nullopt, 2)).accepted, 2u);
+  EXPECT_EQ(s.Info().events(), 10u);
+  EXPECT_EQ(s.IndexEntry().last_sequence(), 4u);
+}
+
+TEST(Session, AResumeThatReSendsCountsOnlyWhatIsNotReSent) {
+  Session s("id", MakeHello(), {}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  s.AddBatch(Batch(1, 0, 10));
+  s.Abort(absl::Now());
+  v1::Hello again = MakeHello();
+  again.set_resume_session_id("id");
+  again.set_sent_events(25);         // 15 written after what arrived...
+  again.set_replay_first_event(12);  // ...of which the agent still holds 12..24 to re-send.
+  s.Resume(again, {});
+  EXPECT_EQ(s.Info().dropped_events(), 2u);  // 10 and 11.
+  EXPECT_EQ(s.AddBatch(Batch(2, 12, 13)).accepted, 13u);
+  EXPECT_EQ(s.Info().events(), 23u);
+  EXPECT_EQ(s.Info().events() + s.Info().dropped_events(), 25u);
+  s.Resume(again, {});  // Idempotent.
+  EXPECT_EQ(s.Info().dropped_events(), 2u);
+}
+
+TEST(Session, ABatchWithoutEventsAppliesItsFieldsEvenWhenReSent) {
+  Session s("id", MakeHello(), {}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  s.AddBatch(Batch(1, 0, 3));
+  OpGraph g;
+  g.model_name = "Net";
+  ModulePass root;
+  root.type = "Net";
+  g.modules = {root};
+  v1::EventBatch graph = Batch(2, 3, 0);
+  graph.mutable_nan_origin()->set_layer("net.relu");
+  graph.set_op_graph_json(OpGraphToJson(g, 0));
+  s.AddBatch(Batch(3, 3, 2));  // A later batch arrived first (the graph's frame was cut).
+  s.AddBatch(graph);           // Re-sent: its position is below the session's, its fields apply.
+  EXPECT_EQ(s.Record().op_graph_json, OpGraphToJson(g, 0));
+  ASSERT_TRUE(s.Record().metadata.nan_origin.has_value());
+  EXPECT_EQ(s.Info().events(), 5u);
+}
+
+TEST(Session, DurablePointFollowsTheSnapshotOnDisk) {
+  test_util::TempDir dir("ttsession");
+  Session s("id", MakeHello(), {}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  s.AddBatch(Batch(5, 0, 4));
+  EXPECT_EQ(s.durable(), (Session::Durable{0, 0}));  // Nothing on disk yet.
+  const std::string path = dir.path() + "/id.json";
+  ASSERT_TRUE(s.WriteSnapshot(path, /*force=*/false).ok());
+  EXPECT_EQ(s.durable(), (Session::Durable{5, 4}));
+  s.AddBatch(Batch(6, 4, 1));
+  EXPECT_EQ(s.durable(), (Session::Durable{5, 4}));  // In memory only.
+  // A restart continues from the file: its durable point is the file's.
+  absl::StatusOr<TraceRecord> record = ReadTraceFile(path);
+  ASSERT_TRUE(record.ok()) << record.status();
+  std::optional<v1::SessionIndexEntry> entry = TakeSnapshotAccounting(&*record);
+  ASSERT_TRUE(entry.has_value());
+  Session restored("id", MakeHello(), {}, absl::Now(), {}, {},
+                   Session::Restored{*std::move(record), *std::move(entry)});
+  EXPECT_EQ(restored.durable(), (Session::Durable{5, 4}));
 }
 
 TEST(MergeRecords, CombinesCountsAndKeepsLatest) {

@@ -327,14 +327,22 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
     const absl::Time deadline =
         conn.has_session() ? last_frame + options_.idle_timeout : accepted + options_.hello_timeout;
     const absl::Duration left = deadline - absl::Now();
+    // Wakes at least every kDurablePollInterval to tell the agent of a new snapshot.
+    const absl::Duration wait = std::min(left, IngestConnection::kDurablePollInterval);
     pollfd p{fd, POLLIN, 0};
     const int ready =
         left <= absl::ZeroDuration()
             ? 0
             : poll(&p, 1,
                    static_cast<int>(std::min<int64_t>(
-                       absl::ToInt64Milliseconds(left + absl::Milliseconds(1)), 1 << 30)));
+                       absl::ToInt64Milliseconds(wait + absl::Milliseconds(1)), 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
+    conn.AppendDurable(&out);
+    if (!out.empty()) {
+      const bool sent = SendAll(fd, out);
+      out.clear();
+      if (!sent) break;
+    }
     if (ready == 0) {
       if (absl::Now() < deadline) continue;
       conn.OnTimeout(

@@ -13,6 +13,9 @@
 // it is closed with a fatal IngestError (DeadlineExceeded), counted in connections_timed_out. Time
 // spent waiting for the memory budget is the daemon's, not the peer's: it does not count.
 //
+// Durability: each connection wakes at least every IngestConnection::kDurablePollInterval and
+// writes a Durable frame when its session's snapshot moved (IngestConnection::AppendDurable).
+//
 // Socket access is never best effort: a mode or group that cannot be set (the socket's, or the
 // socket directory's when it is created here) is a startup error naming the path, the operation
 // and errno's text, since the socket would otherwise be open to other users or closed to the

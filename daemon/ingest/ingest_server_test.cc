@@ -197,10 +197,11 @@ class RawPeer {
     out.append(payload);
     return out;
   }
-  bool Hello() {
+  bool Hello(const std::string& resume = "") {
     v1::AgentMessage m;
     m.mutable_hello()->set_protocol_version(v1::PROTOCOL_VERSION_1);
     m.mutable_hello()->mutable_identity()->set_pid(getpid());
+    m.mutable_hello()->set_resume_session_id(resume);
     return Send(m);
   }
 
@@ -311,6 +312,53 @@ TEST_F(IngestServerTest, OneUidCannotTakeEverySlot) {
     });
   }
   EXPECT_EQ(counters_.rejected_connections.load(), 1u);
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0700), 0);
+}
+
+// Session ownership by SO_PEERCRED: a daemon restarted before it persisted a session (no events
+// yet) lets only the uid that created it continue it; another uid resuming that id gets a fresh
+// session of its own.
+TEST_F(IngestServerTest, AnotherUidCannotTakeOverAnUnpersistedSessionId) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "connecting as a second uid needs root (CI runs as root); uid " << geteuid();
+  }
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0777), 0);  // The unprivileged child connects here.
+  const std::string path = dir_.path() + "/d.sock";
+  SessionManagerOptions so;
+  so.data_dir = dir_.path() + "/data";
+  IngestServerOptions o;
+  o.socket_path = path;
+  o.socket_group = tracetorch::testing::kNobody;
+  std::string id;
+  {
+    auto m = SessionManager::Create(so, &counters_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto server = IngestServer::Start(o, m->get(), &counters_, &log_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    RawPeer owner(path);
+    ASSERT_TRUE(owner.Hello());
+    std::optional<v1::DaemonMessage> welcome = owner.Next();
+    ASSERT_TRUE(welcome.has_value() && welcome->has_welcome());
+    id = welcome->welcome().session_id();
+  }  // The daemon goes away with the session unpersisted (no events: nothing on disk).
+  auto m = SessionManager::Create(so, &counters_);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE((*m)->List().empty());
+  auto server = IngestServer::Start(o, m->get(), &counters_, &log_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  tracetorch::testing::ExpectAsUnprivileged([&] {
+    RawPeer thief(path);
+    if (!thief.Hello(id)) return false;
+    std::optional<v1::DaemonMessage> w = thief.Next();
+    return w.has_value() && w->has_welcome() && !w->welcome().resumed() &&
+           w->welcome().session_id() != id;
+  });
+  RawPeer owner(path);
+  ASSERT_TRUE(owner.Hello(id));
+  std::optional<v1::DaemonMessage> again = owner.Next();
+  ASSERT_TRUE(again.has_value() && again->has_welcome());
+  EXPECT_TRUE(again->welcome().resumed());
+  EXPECT_EQ(again->welcome().session_id(), id);
   ASSERT_EQ(chmod(dir_.path().c_str(), 0700), 0);
 }
 

@@ -1,10 +1,13 @@
 #include "daemon/rpc/service.h"
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/diff_service.h"
+#include "daemon/core/worker_pool.h"
 #include "protocol/service_errors.h"
 
 namespace tracetorch::daemon {
@@ -58,45 +61,72 @@ grpc::ServerUnaryReactor* TraceServiceImpl::GetStats(grpc::CallbackServerContext
 }
 
 // ---- Diff and named baselines: DiffService (daemon/core/diff_service.h) does the work ----------
+//
+// On the store pool, never on gRPC's thread: a baseline store may block (a PostgreSQL server that
+// is away costs its connect timeout), and gRPC's callback threads serve every other call.
+
+grpc::ServerUnaryReactor* TraceServiceImpl::OnStorePool(grpc::CallbackServerContext* context,
+                                                        std::function<absl::Status()> call) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // `context` and `reactor` live until Finish; the task finishes the call exactly once.
+  absl::Status posted =
+      deps_.store_pool->Post([context, reactor, call = std::move(call)](bool cancelled) {
+        if (cancelled) {
+          reactor->Finish(ToGrpcStatus(context, absl::UnavailableError("tracetorchd is stopping")));
+        } else if (context->IsCancelled()) {
+          reactor->Finish(grpc::Status::CANCELLED);  // The caller has gone: nothing to do.
+        } else {
+          reactor->Finish(ToGrpcStatus(context, call()));
+        }
+      });
+  if (!posted.ok()) {
+    reactor->Finish(ToGrpcStatus(
+        context, posted.code() == absl::StatusCode::kResourceExhausted
+                     ? absl::ResourceExhaustedError(absl::StrCat(
+                           "tracetorchd is busy with diffs and baselines: ", posted.message(),
+                           " (try again)"))
+                     : absl::UnavailableError("tracetorchd is stopping")));
+  }
+  return reactor;
+}
 
 grpc::ServerUnaryReactor* TraceServiceImpl::Diff(grpc::CallbackServerContext* context,
                                                  const v1::DiffRequest* request,
                                                  v1::DiffResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<v1::DiffResponse> diff = deps_.diff->Diff(*request);
-  if (diff.ok()) *response = *std::move(diff);
-  reactor->Finish(ToGrpcStatus(context, diff.status()));
-  return reactor;
+  return OnStorePool(context, [this, request, response] {
+    absl::StatusOr<v1::DiffResponse> diff = deps_.diff->Diff(*request);
+    if (diff.ok()) *response = *std::move(diff);
+    return diff.status();
+  });
 }
 
 grpc::ServerUnaryReactor* TraceServiceImpl::SetBaseline(grpc::CallbackServerContext* context,
                                                         const v1::SetBaselineRequest* request,
                                                         v1::BaselineInfo* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<v1::BaselineInfo> info = deps_.diff->SetBaseline(*request);
-  if (info.ok()) *response = *std::move(info);
-  reactor->Finish(ToGrpcStatus(context, info.status()));
-  return reactor;
+  return OnStorePool(context, [this, request, response] {
+    absl::StatusOr<v1::BaselineInfo> info = deps_.diff->SetBaseline(*request);
+    if (info.ok()) *response = *std::move(info);
+    return info.status();
+  });
 }
 
 grpc::ServerUnaryReactor* TraceServiceImpl::ListBaselines(
     grpc::CallbackServerContext* context, const v1::ListBaselinesRequest* /*request*/,
     v1::ListBaselinesResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::vector<v1::BaselineInfo>> list = deps_.diff->ListBaselines();
-  if (list.ok()) {
-    for (v1::BaselineInfo& info : *list) *response->add_baselines() = std::move(info);
-  }
-  reactor->Finish(ToGrpcStatus(context, list.status()));
-  return reactor;
+  return OnStorePool(context, [this, response] {
+    absl::StatusOr<std::vector<v1::BaselineInfo>> list = deps_.diff->ListBaselines();
+    if (list.ok()) {
+      for (v1::BaselineInfo& info : *list) *response->add_baselines() = std::move(info);
+    }
+    return list.status();
+  });
 }
 
 grpc::ServerUnaryReactor* TraceServiceImpl::RemoveBaseline(
     grpc::CallbackServerContext* context, const v1::RemoveBaselineRequest* request,
     v1::RemoveBaselineResponse* /*response*/) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(context, deps_.diff->RemoveBaseline(request->name())));
-  return reactor;
+  return OnStorePool(context,
+                     [this, request] { return deps_.diff->RemoveBaseline(request->name()); });
 }
 
 }  // namespace tracetorch::daemon

@@ -1,8 +1,9 @@
 // The gRPC TraceService for viewers and tools: a thin adapter over the daemon's logic (callback
-// API). The unary methods run their call to the core on gRPC's thread: GetSnapshot and Diff may
-// read snapshot and baseline files, SetBaseline writes one and RemoveBaseline removes one; Watch
-// never touches the disk on any thread of gRPC's (its slow states are prepared by the WatchHub's
-// worker).
+// API). ListSessions, GetSnapshot (which may read a past session's snapshot file) and GetStats run
+// on gRPC's thread; Diff and the baseline calls, which go to the baseline store (files, or a
+// PostgreSQL server that may be away), run on a bounded worker pool (ServiceDeps::store_pool), so
+// that a store that blocks never holds gRPC's threads; Watch never touches the disk on any thread
+// of gRPC's (its slow states are prepared by the WatchHub's worker).
 //
 //   ListSessions, GetSnapshot, GetStats   service.cc       over SessionManager
 //   Diff, Set/List/RemoveBaseline         service.cc       over DiffService
@@ -16,6 +17,7 @@
 #define TRACETORCH_DAEMON_RPC_SERVICE_H_
 
 #include <functional>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "daemon/core/counters.h"
@@ -27,6 +29,7 @@ namespace tracetorch::daemon {
 
 class WatchHub;
 class DiffService;
+class WorkerPool;
 
 // The one place absl::Status becomes grpc::Status (codes are numerically identical).
 grpc::Status ToGrpcStatus(const absl::Status& status);
@@ -39,6 +42,11 @@ struct ServiceDeps {
   SessionManager* manager = nullptr;  // Required.
   WatchHub* watch_hub = nullptr;      // Required for Watch (else UNIMPLEMENTED).
   const DiffService* diff = nullptr;  // Required.
+  // Runs the DiffService calls (Diff, Set/List/RemoveBaseline: they may block on the baseline
+  // store). Required. A full queue answers RESOURCE_EXHAUSTED. Stop() it before the server's
+  // Shutdown(), which waits for every call to be answered: calls still queued, and those that come
+  // after, are answered UNAVAILABLE.
+  WorkerPool* store_pool = nullptr;
   // Fills a DaemonStats (the daemon adds process figures and the event rate).
   std::function<v1::DaemonStats()> stats;
 };
@@ -75,6 +83,10 @@ class TraceServiceImpl final : public v1::TraceService::CallbackService {
                                            v1::RemoveBaselineResponse* response) override;
 
  private:
+  // Finishes the call with what `call` returns, run on deps_.store_pool.
+  grpc::ServerUnaryReactor* OnStorePool(grpc::CallbackServerContext* context,
+                                        std::function<absl::Status()> call);
+
   const ServiceDeps deps_;
 };
 

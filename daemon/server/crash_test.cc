@@ -3,6 +3,10 @@
 // random moment; sometimes twice), then restarted: the agent resumes and finishes, and in every
 // run each event the agent produced is in the final trace or counted as dropped, exactly:
 //   events in the trace + dropped (+ rejected) == produced.
+// With the agent's replay buffer large enough for the run, nothing is lost at all: the agent
+// re-sends what the daemon had not made durable, so the only drops are the agent's own queue-full
+// drops, and the on_nan op graph sent before the kill reaches the final trace. With a small
+// buffer, what fell out of it is counted as dropped, exactly once.
 //
 // The pause points (daemon/core/crash_point.h) block the daemon where the test wants it dead and
 // leave a marker file; the test waits for the marker (a handshake) and kills. Runs are seeded
@@ -29,6 +33,8 @@
 #include "service_client/service_client.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 #include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::daemon {
@@ -144,12 +150,32 @@ absl::StatusOr<v1::SessionIndex> ReadIndex(const std::string& data_dir) {
   return index;
 }
 
-void OneRun(int run, uint32_t seed) {
+// The op graph of a NaN origin (ops="on_nan"), set once right after the first connect.
+OpGraph NanGraph() {
+  OpGraph g;
+  g.model_name = "Crash";
+  g.source = "eager";
+  g.step = 0;
+  ModulePass root;
+  root.type = "Net";
+  g.modules = {root};
+  return g;
+}
+
+// How the agent's replay buffer is sized for a run.
+enum class Replay {
+  kLarge,  // Holds the whole run: nothing may be lost.
+  kSmall,  // A few batches: the oldest unacknowledged fall out and count as dropped.
+};
+
+// Adds to `*lost` the events the daemon counted as lost (sent, never durable, not re-sent).
+void OneRun(int run, uint32_t seed, Replay replay, uint64_t* lost) {
   std::mt19937 rng(seed);
   const KillAt kill_at = static_cast<KillAt>(run % 5);
   const bool twice = run % 3 == 2;
   SCOPED_TRACE(absl::StrCat("run ", run, " seed ", seed, ": killed ", Name(kill_at),
-                            twice ? ", then again at a random moment" : ""));
+                            twice ? ", then again at a random moment" : "",
+                            replay == Replay::kLarge ? "; large" : "; small", " replay buffer"));
   TempDir dir("ttcrash");
   const std::string marker = dir.path() + "/paused";
   const uint64_t nth = 1 + rng() % 3;
@@ -167,6 +193,7 @@ void OneRun(int run, uint32_t seed) {
   o.flush_interval = absl::Milliseconds(2);
   o.initial_backoff = absl::Milliseconds(5);
   o.max_backoff = absl::Milliseconds(40);
+  o.replay_capacity = replay == Replay::kLarge ? 1 << 16 : 96;
   auto created = client::DaemonClient::Create(o);
   ASSERT_TRUE(created.ok()) << created.status();
   client::DaemonClient& c = **created;
@@ -174,6 +201,14 @@ void OneRun(int run, uint32_t seed) {
   Producer p(&c);
   ASSERT_TRUE(c.WaitUntilConnected(absl::Seconds(10)).ok()) << c.stats().last_error;
   const std::string id = c.session_id();
+  if (replay == Replay::kLarge) {
+    NanOrigin origin;
+    origin.layer = "net.act";
+    origin.step = 0;
+    origin.op = "div_1_4";
+    c.SetNanOrigin(origin);
+    c.SetOpGraph(OpGraphToJson(NanGraph(), 0));
+  }
 
   // Phase 1: stream until the kill point.
   const uint64_t kill_after = 6 + rng() % 900;
@@ -233,6 +268,15 @@ void OneRun(int run, uint32_t seed) {
       << "events " << info->events() << " dropped " << info->dropped_events() << " rejected "
       << info->rejected_events() << "; agent sent " << stats.sent_events << " dropped "
       << stats.dropped_events;
+  if (replay == Replay::kLarge) {
+    // Nothing the agent sent is lost: the only drops are its own (queue full while the daemon
+    // was away).
+    EXPECT_EQ(stats.replay_evicted_events, 0u);
+    EXPECT_EQ(info->dropped_events(), stats.dropped_events)
+        << "events " << info->events() << "; agent sent " << stats.sent_events << ", re-sent "
+        << stats.resent_events;
+    EXPECT_EQ(info->events(), p.produced() - stats.dropped_events);
+  }
   service->reset();
   ASSERT_EQ(daemon->Stop(), 0);
 
@@ -249,6 +293,15 @@ void OneRun(int run, uint32_t seed) {
   EXPECT_EQ(on_disk.events(), in_trace);
   EXPECT_EQ(in_trace + on_disk.dropped_events() + on_disk.rejected_events(), p.produced())
       << "in trace " << in_trace << " dropped " << on_disk.dropped_events();
+  *lost += accounting->lost_events();
+  if (replay == Replay::kLarge) {
+    EXPECT_EQ(accounting->lost_events(), 0u);
+    EXPECT_EQ(in_trace, p.produced() - stats.dropped_events);
+    EXPECT_EQ(record->op_graph_json, OpGraphToJson(NanGraph(), 0))
+        << "the op graph sent before the kill is not in the final trace";
+    ASSERT_TRUE(record->metadata.nan_origin.has_value());
+    EXPECT_EQ(record->metadata.nan_origin->op, "div_1_4");
+  }
   absl::StatusOr<v1::SessionIndex> index = ReadIndex(dir.path() + "/data");
   ASSERT_TRUE(index.ok()) << index.status();
   ASSERT_EQ(index->sessions_size(), 1);
@@ -258,16 +311,38 @@ void OneRun(int run, uint32_t seed) {
   EXPECT_EQ(index->sessions(0).info().dropped_events(), on_disk.dropped_events());
 }
 
-TEST(DaemonKilled, EveryEventIsInTheTraceOrCountedAsDroppedAfterAnyRestart) {
+uint32_t BaseSeed() {
   const char* env_seed = std::getenv("TRACETORCH_CRASH_SEED");
   const uint32_t base = env_seed != nullptr
                             ? static_cast<uint32_t>(std::strtoul(env_seed, nullptr, 10))
                             : static_cast<uint32_t>(absl::ToUnixSeconds(absl::Now()));
   std::printf("TRACETORCH_CRASH_SEED=%u\n", base);
+  return base;
+}
+
+// 25 kills (and 8 more, at a random moment, in the runs killed twice).
+TEST(DaemonKilled, NothingTheReplayBufferHoldsIsLostAfterAnyRestart) {
+  const uint32_t base = BaseSeed();
+  uint64_t lost = 0;
   for (int run = 0; run < 25; ++run) {
-    OneRun(run, base + static_cast<uint32_t>(run));
+    OneRun(run, base + static_cast<uint32_t>(run), Replay::kLarge, &lost);
     if (::testing::Test::HasFatalFailure()) return;
   }
+  EXPECT_EQ(lost, 0u);
+}
+
+// 20 kills (and 7 more); the buffer holds 96 events, so kills lose some (which the test requires,
+// so that it checks the counting of what fell out of the buffer).
+TEST(DaemonKilled, WithASmallReplayBufferEveryEventIsInTheTraceOrCountedAsDropped) {
+  const uint32_t base = BaseSeed();
+  uint64_t lost = 0;
+  for (int run = 0; run < 20; ++run) {
+    OneRun(run, base + static_cast<uint32_t>(run), Replay::kSmall, &lost);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_GT(lost, 0u) << "no run lost anything: the small buffer was not exercised";
+  std::printf("events lost (counted as dropped) over the 20 runs: %llu\n",
+              static_cast<unsigned long long>(lost));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "daemon/core/diff_service.h"
 #include "daemon/core/file_baseline_store.h"
 #include "daemon/core/watch_hub.h"
+#include "daemon/core/worker_pool.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
 #include "daemon/rpc/auth.h"
@@ -154,6 +155,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   deps.watch_hub = d->watch_hub_.get();
   d->diff_ = std::make_unique<DiffService>(d->manager_.get(), d->baselines_.get());
   deps.diff = d->diff_.get();
+  // Diffs and baseline calls, off gRPC's threads: a few at once (each may hold a store
+  // connection), a bounded queue behind them (more is answered "busy" at once).
+  d->store_pool_ = std::make_unique<WorkerPool>(WorkerPoolOptions{.threads = 4, .max_queued = 64});
+  deps.store_pool = d->store_pool_.get();
   deps.stats = [self] { return self->Stats(); };
   d->service_ = std::make_unique<TraceServiceImpl>(std::move(deps));
   grpc::ServerBuilder builder;
@@ -241,6 +246,9 @@ void Daemon::Shutdown() {
   if (watch_hub_ != nullptr) watch_hub_->Shutdown();
   if (ingest_ != nullptr) ingest_->Shutdown();
   if (grpc_server_ != nullptr) {
+    // First the store pool: the calls still waiting for it are answered UNAVAILABLE (as are new
+    // ones), the running ones finish; gRPC's Shutdown waits for every call to be answered.
+    if (store_pool_ != nullptr) store_pool_->Stop();
     grpc_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     grpc_server_->Wait();
     unlink(config_.service_socket_path.c_str());

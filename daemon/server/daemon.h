@@ -37,6 +37,7 @@ class TraceServiceImpl;
 class BearerTokenProcessor;
 class WatchHub;
 class BaselineStore;
+class WorkerPool;
 class DiffService;
 class MetricsServer;
 
@@ -119,6 +120,7 @@ class Daemon {
   std::unique_ptr<BaselineStore> baselines_;  // DATA_DIR/baselines (named baselines for diffs).
   std::unique_ptr<DiffService> diff_;         // Diffs and baselines for the service.
   std::unique_ptr<WatchHub> watch_hub_;       // Live viewers; outlives the gRPC server's reactors.
+  std::unique_ptr<WorkerPool> store_pool_;    // The service's Diff and baseline calls.
   std::unique_ptr<TraceServiceImpl> service_;
   std::shared_ptr<BearerTokenProcessor> tcp_auth_;  // Null without a TCP listener.
   int tcp_port_ = 0;                                // Constant after Start().

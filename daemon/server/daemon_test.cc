@@ -23,8 +23,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/daemon_client.h"
+#include "daemon/core/ingest_connection.h"
 #include "daemon/testing/http_get.h"
 #include "daemon/testing/test_util.h"
 #include "grpcpp/grpcpp.h"
@@ -315,6 +318,48 @@ TEST_F(DaemonTest, RestartedDaemonContinuesTheSessionAndCountsTheGap) {
   EXPECT_EQ(service_->ListSessions()->sessions_size(), 1);
 }
 
+// One uid at --max-sessions-per-uid: its next Hello is refused with a clear IngestError, which the
+// agent counts on every retry and logs once; when a session of that uid ends, the agent gets in.
+TEST_F(DaemonTest, ASessionBeyondTheUidsLimitIsRefusedCountedAndLoggedOnce) {
+  daemon_->Shutdown();
+  daemon_.reset();
+  config_.sessions.max_live_sessions_per_uid = 1;
+  StartDaemon();
+  auto first = NewClient("First");
+  ASSERT_TRUE(first->WaitUntilConnected(absl::Seconds(10)).ok()) << first->stats().last_error;
+
+  absl::Mutex mu;
+  std::vector<std::string> lines;
+  DaemonClientOptions o;
+  o.address = absl::StrCat("unix://", config_.socket_path);
+  o.identity = protocol::CurrentProcessIdentity();
+  o.initial_backoff = absl::Milliseconds(5);
+  o.max_backoff = absl::Milliseconds(20);
+  o.log = [&](std::string_view line) {
+    absl::MutexLock lock(&mu);
+    lines.emplace_back(line);
+  };
+  auto second = DaemonClient::Create(o);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(WaitFor([&] { return (*second)->stats().refused_handshakes >= 3; }))
+      << (*second)->stats().last_error;
+  EXPECT_FALSE((*second)->stats().connected);
+  EXPECT_TRUE(absl::StrContains((*second)->stats().last_error, "--max-sessions-per-uid"))
+      << (*second)->stats().last_error;
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(lines.size(), 1u) << "logged on every retry";
+    EXPECT_TRUE(absl::StrContains(lines[0], "--max-sessions-per-uid")) << lines[0];
+  }
+
+  ASSERT_TRUE(first->Close(absl::Seconds(5)).ok());
+  ASSERT_TRUE((*second)->WaitUntilConnected(absl::Seconds(10)).ok())
+      << (*second)->stats().last_error;
+  ASSERT_TRUE((*second)->Close(absl::Seconds(5)).ok());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(lines.size(), 1u);
+}
+
 // Connects a raw socket to the ingest path.
 int RawConnect(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -484,6 +529,144 @@ mode_t ModeOf(const std::string& path) {
 
 // Snapshots, the index and the lock are 0640 and the directories the daemon makes 0750, under the
 // common umask 022 (which would leave 0644 / 0755) and under umask 0.
+// A daemon that speaks the ingest protocol as a tracetorchd from before durability
+// acknowledgements: its Welcome has no durable_sequence and it never sends a Durable. It takes
+// `first_connection_events` events on its first connection, then drops it, and takes the rest on
+// its second one.
+class OlderDaemon {
+ public:
+  OlderDaemon(const std::string& path, uint64_t first_connection_events)
+      : first_events_(first_connection_events) {
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    EXPECT_EQ(bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd_, 4), 0);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~OlderDaemon() {
+    shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(fd_);
+  }
+
+  struct Connection {
+    v1::Hello hello;
+    uint64_t events = 0;
+    uint64_t min_sequence = ~0ull;
+    uint64_t max_sequence = 0;
+    bool ended = false;
+  };
+  // Both connections, once the second one ended (or the daemon was shut down).
+  std::vector<Connection> Wait() {
+    done_.WaitForNotificationWithTimeout(absl::Seconds(20));
+    absl::MutexLock lock(&mu_);
+    return connections_;
+  }
+  bool first_dropped() const { return first_dropped_.HasBeenNotified(); }
+
+ private:
+  // Reads one frame's payload; false at EOF.
+  static bool ReadFrame(int fd, std::string* payload) {
+    char header[4];
+    if (!ReadExactly(fd, header, 4)) return false;
+    payload->resize(protocol::wire::GetFrameHeader(header));
+    return ReadExactly(fd, payload->data(), payload->size());
+  }
+  static bool ReadExactly(int fd, char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t got = read(fd, p, n);
+      if (got <= 0) return false;
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
+
+  void Run() {
+    for (int i = 0; i < 2; ++i) {
+      const int conn = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) break;
+      Connection c;
+      std::string payload;
+      while (ReadFrame(conn, &payload)) {
+        v1::AgentMessage m;
+        if (!m.ParseFromString(payload)) break;
+        if (m.has_hello()) {
+          c.hello = m.hello();
+          v1::DaemonMessage welcome;
+          welcome.mutable_welcome()->set_session_id("older-1");
+          welcome.mutable_welcome()->set_resumed(i > 0);
+          std::string out;
+          AppendDaemonFrame(welcome, &out);
+          (void)!write(conn, out.data(), out.size());
+        } else if (m.has_events()) {
+          c.events += static_cast<uint64_t>(m.events().forward_size() + m.events().backward_size());
+          c.min_sequence = std::min(c.min_sequence, m.events().sequence());
+          c.max_sequence = std::max(c.max_sequence, m.events().sequence());
+          if (i == 0 && c.events >= first_events_) break;
+        } else if (m.has_end()) {
+          c.ended = true;
+          break;
+        }
+      }
+      close(conn);
+      {
+        absl::MutexLock lock(&mu_);
+        connections_.push_back(c);
+      }
+      if (i == 0) first_dropped_.Notify();
+    }
+    done_.Notify();
+  }
+
+  const uint64_t first_events_;
+  int fd_ = -1;
+  std::thread thread_;
+  absl::Notification first_dropped_;
+  absl::Notification done_;
+  absl::Mutex mu_;
+  std::vector<Connection> connections_ ABSL_GUARDED_BY(mu_);
+};
+
+// A daemon that acknowledges nothing would count re-sent events twice: against it the agent
+// re-sends nothing after a reconnect, and its Hello's sent_events lets that daemon count exactly
+// what it did not take.
+TEST(DaemonClientAndAnOlderDaemon, NothingIsReSentAndSentEventsCountEverything) {
+  TempDir dir;
+  const std::string path = dir.path() + "/older.sock";
+  OlderDaemon older(path, /*first_connection_events=*/60);
+  DaemonClientOptions o;
+  o.address = absl::StrCat("unix://", path);
+  o.identity = protocol::CurrentProcessIdentity();
+  o.max_batch_events = 6;
+  o.initial_backoff = absl::Milliseconds(5);
+  o.max_backoff = absl::Milliseconds(20);
+  auto c = DaemonClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  (*c)->DeclareLayers(Layers("o"));
+  for (int step = 0; step < 10; ++step) {
+    Stream(**c, step, 1, nullptr);
+    ASSERT_TRUE((*c)->Flush(absl::Seconds(5)).ok());
+  }
+  ASSERT_TRUE(WaitFor([&] { return older.first_dropped(); }));
+  ASSERT_TRUE(WaitFor([&] { return (*c)->stats().connects >= 2; })) << (*c)->stats().last_error;
+  Stream(**c, 10, 5, nullptr);
+  ASSERT_TRUE((*c)->Close(absl::Seconds(5)).ok()) << (*c)->stats().last_error;
+  const std::vector<OlderDaemon::Connection> conns = older.Wait();
+  ASSERT_EQ(conns.size(), 2u);
+  EXPECT_EQ(conns[0].events, 60u);
+  EXPECT_TRUE(conns[1].ended);
+  EXPECT_EQ(conns[1].hello.resume_session_id(), "older-1");
+  EXPECT_GT(conns[1].min_sequence, conns[0].max_sequence) << "a batch was sent twice";
+  EXPECT_EQ(conns[1].events, 30u);
+  EXPECT_EQ((*c)->stats().resent_events, 0u);
+  // What that daemon counts: sent_events minus what it holds is lost; here nothing.
+  EXPECT_EQ(conns[1].hello.sent_events(), 60u);
+  EXPECT_EQ((*c)->stats().sent_events + (*c)->stats().dropped_events, 90u);
+}
+
 TEST(DaemonFiles, AreGroupReadableOnlyWhateverTheUmask) {
   for (const mode_t mask : {mode_t{022}, mode_t{0}}) {
     TempDir dir{"ttmode"};

@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
       ->check(kPositive);
   app.add_option("--max-live-sessions", config.sessions.max_live_sessions, "Live sessions at once")
       ->check(kPositive);
+  app.add_option("--max-sessions-per-uid", config.sessions.max_live_sessions_per_uid,
+                 "Live sessions one peer uid may hold at once (0: no limit but "
+                 "--max-live-sessions)")
+      ->check(kNonNegative);
   app.add_option("--max-sessions-in-memory", config.sessions.max_sessions_in_memory,
                  "Sessions kept in memory; ended ones beyond this are evicted to disk")
       ->check(kNonNegative);

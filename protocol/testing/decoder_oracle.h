@@ -124,7 +124,8 @@ inline std::string DecoderDisagreement(std::string_view batch) {
        skimmed->forward_events != decoded->forward_events ||
        skimmed->backward_events != decoded->backward_events ||
        skimmed->nan_origin != decoded->nan_origin ||
-       skimmed->op_graph_json != decoded->op_graph_json)) {
+       skimmed->op_graph_json != decoded->op_graph_json ||
+       skimmed->first_event != decoded->first_event)) {
     return "SkimEventBatch and DecodeEventBatch summarise differently";
   }
   if (generated_ok != decoded.ok()) {
@@ -139,7 +140,9 @@ inline std::string DecoderDisagreement(std::string_view batch) {
       collected.forward.size() != static_cast<size_t>(parsed.forward_size()) ||
       collected.backward.size() != static_cast<size_t>(parsed.backward_size()) ||
       s.nan_origin.has_value() != parsed.has_nan_origin() ||
-      s.op_graph_json != parsed.op_graph_json()) {
+      s.op_graph_json != parsed.op_graph_json() ||
+      s.first_event.has_value() != parsed.has_first_event() ||
+      s.first_event.value_or(0) != parsed.first_event()) {
     return "batch fields differ: " + parsed.ShortDebugString();
   }
   if (s.nan_origin.has_value()) {
