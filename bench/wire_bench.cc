@@ -1,18 +1,22 @@
-// The ingest wire format's two hot paths on the ingest benchmark's batches: the agent's encoder
-// (protocol/wire.h AppendEventBatchFrame, nanoseconds per event) and the daemon's EventBatch
-// decoder (protocol/frame_decoder.h) against the generated parser (bench/agent_driver.h: 50 layers,
-// a forward with two [32, 256] tensors and stats plus a backward per layer and step). Prints
-// nanoseconds per event for ParseFromArray into a reused message, for DecodeEventBatch's check
-// alone, and for SkimEventBatch plus a decoding pass (what Session::AddBatchBytes does), and the
-// ratio, measured in one run.
+// The ingest wire format's two hot paths on the ingest benchmark's batches (bench/agent_driver.h:
+// 50 layers, a forward with two [32, 256] tensors and stats plus a backward per layer and step),
+// in CPU nanoseconds per event of this thread (wall time would count other processes' turns on a
+// shared machine):
+//   the agent's encoder (protocol/wire.h), two ways: AppendEventBatchFrame over vectors of events,
+//   and the client library's way, each event encoded into a queue as it comes
+//   (Append*EventField) and the queue wrapped in a frame (AppendEncodedEventBatchFrame);
+//   the daemon's EventBatch decoder (protocol/frame_decoder.h) against the generated parser:
+//   ParseFromArray into a reused message, DecodeEventBatch's check alone, and SkimEventBatch plus
+//   a decoding pass (what Session::AddBatchBytes does), and the ratio, measured in one run.
 //
 // Usage: wire_bench [batches, default 2000]
+#include <time.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "absl/time/clock.h"
 #include "bench/agent_driver.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/wire.h"
@@ -29,11 +33,18 @@ class Count : public wire::EventBatchVisitor {
   uint64_t sum_ = 0;
 };
 
+// This thread's CPU time: on a shared machine, wall time would count other processes' turns.
+double ThreadCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e9 * static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec);
+}
+
 template <typename F>
 double NsPerEvent(int batches, uint64_t events_per_batch, const F& f) {
-  const absl::Time t0 = absl::Now();
+  const double t0 = ThreadCpuNs();
   for (int i = 0; i < batches; ++i) f();
-  return absl::ToDoubleNanoseconds(absl::Now() - t0) /
+  return (ThreadCpuNs() - t0) /
          static_cast<double>(static_cast<uint64_t>(batches) * events_per_batch);
 }
 
@@ -53,6 +64,14 @@ int main(int argc, char** argv) {
     frame.clear();
     wire::AppendEventBatchFrame({.sequence = 1}, fwd, bwd, 16u << 20, &frame);
   });
+  std::string queue;
+  const double queued = NsPerEvent(batches, events, [&] {
+    queue.clear();
+    for (const auto& e : fwd) wire::AppendForwardEventField(e, &queue);
+    for (const auto& e : bwd) wire::AppendBackwardEventField(e, &queue);
+    frame.clear();
+    wire::AppendEncodedEventBatchFrame({.sequence = 1}, queue, &frame);
+  });
   // Frame header, AgentMessage tag and length, then the EventBatch.
   tracetorch::v1::AgentMessage m;
   if (!m.ParseFromArray(frame.data() + 4, static_cast<int>(frame.size() - 4))) return 1;
@@ -70,7 +89,10 @@ int main(int argc, char** argv) {
     if (!wire::SkimEventBatch(batch).ok()) std::exit(1);
     if (!wire::DecodeEventBatch(batch, &count).ok()) std::exit(1);
   });
-  std::printf("encode (AppendEventBatchFrame): %.1f ns/event\n", encode);
+  std::printf(
+      "encode (AppendEventBatchFrame): %.1f ns/event; one at a time into a queue, then framed "
+      "(Append*EventField + AppendEncodedEventBatchFrame): %.1f ns/event\n",
+      encode, queued);
   std::printf(
       "EventBatch of %llu events (%zu bytes), %d times: ParseFromArray %.1f ns/event, "
       "DecodeEventBatch check %.1f ns/event, skim + decode %.1f ns/event (%.2f of "

@@ -1,6 +1,6 @@
 #include "client/batch_frames.h"
 
-#include <algorithm>
+#include <string_view>
 
 #include "protocol/wire.h"
 
@@ -33,33 +33,40 @@ BatchFramesResult AppendBatchFrames(const TakenEvents& taken, size_t max_batch_e
       origin = nullptr;  // Sent with its graph.
     }
   }
-  absl::Span<const protocol::ForwardEvent> fwd = taken.forward;
-  absl::Span<const protocol::BackwardEvent> bwd = taken.backward;
+  std::string_view queued = taken.events;
+  uint64_t framed = 0;
   bool first = true;
-  while (!fwd.empty() || !bwd.empty() || (first && origin != nullptr)) {
+  while (!queued.empty() || (first && origin != nullptr)) {
     wire::BatchFields fields;
-    fields.sequence = ++*sequence;
+    fields.sequence = *sequence + 1;
     fields.dropped_events = taken.dropped_events;
     fields.nan_origin = first ? origin : nullptr;
     fields.first_event = *next_event;
     first = false;
-    // Bound events per frame by max_batch_events as well as by bytes.
-    const size_t f_take = std::min(fwd.size(), max_batch_events);
-    const size_t b_take = std::min(bwd.size(), max_batch_events - f_take);
-    const size_t begin = out->size();
-    const wire::BatchResult r = wire::AppendEventBatchFrame(
-        fields, fwd.first(f_take), bwd.first(b_take), max_frame_bytes, out);
-    fwd.remove_prefix(r.forward_used);
-    bwd.remove_prefix(r.backward_used);
-    result.oversized += r.forward_oversized;
-    const uint64_t events = r.forward_used - r.forward_oversized + r.backward_used;
-    if (out->size() > begin) {
-      frames->push_back({begin, out->size(), fields.sequence, *next_event, events});
-      *next_event += events;
-      ++result.batches;
+    // The frame's own bytes, and 4 for its length varint growing to 5 bytes with the events.
+    const size_t overhead = wire::EncodedEventBatchPayloadBytes(fields, 0) + 4;
+    size_t bytes = 0;
+    uint64_t n = 0;
+    while (bytes < queued.size() && n < max_batch_events) {
+      const size_t field = wire::EventFieldLength(queued.substr(bytes));
+      if (field == 0 || overhead + bytes + field > max_frame_bytes ||
+          (n > 0 && overhead + bytes + field > wire::kBatchFrameBytes)) {
+        break;
+      }
+      bytes += field;
+      ++n;
     }
-    if (r.forward_used == 0 && r.backward_used == 0) break;  // Cannot happen; never spin.
+    if (n == 0 && fields.nan_origin == nullptr) break;  // Fits in no frame: counted below.
+    ++*sequence;
+    const size_t begin = out->size();
+    wire::AppendEncodedEventBatchFrame(fields, queued.substr(0, bytes), out);
+    queued.remove_prefix(bytes);
+    frames->push_back({begin, out->size(), fields.sequence, *next_event, n});
+    *next_event += n;
+    framed += n;
+    ++result.batches;
   }
+  result.oversized = taken.count - framed;
   return result;
 }
 

@@ -10,17 +10,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "absl/types/span.h"
-#include "protocol/events.h"
 #include "trace/record.h"
 
 namespace tracetorch::client {
 
 struct TakenEvents {
-  absl::Span<const protocol::ForwardEvent> forward;
-  absl::Span<const protocol::BackwardEvent> backward;
+  // The events as the queue encoded them (protocol/wire.h Append*EventField), in order.
+  std::string_view events;
+  uint64_t count = 0;                          // How many events `events` holds.
   const NanOrigin* nan_origin = nullptr;       // Optional.
   const std::string* op_graph_json = nullptr;  // Optional.
   uint64_t dropped_events = 0;                 // The agent's count so far, in every batch.
@@ -36,14 +36,15 @@ struct BatchFrame {
 };
 
 struct BatchFramesResult {
-  uint64_t oversized = 0;  // Forward events that alone exceed max_frame_bytes: not sent.
+  uint64_t oversized = 0;  // Events left unframed: none fits (the queue refuses such events).
   uint64_t batches = 0;    // Frames of events (and of an origin without its graph).
 };
 
 // Appends to `*out` the frames of `taken`: the op graph first, in a batch of its own with the NaN
 // origin it explains (a graph that cannot fit in one frame is not sent, and the origin then goes
-// with the first events), then the events, at most `max_batch_events` and `max_frame_bytes` per
-// frame. Each frame takes the
+// with the first events), then the events, at most `max_batch_events` and protocol::wire::
+// kBatchFrameBytes per frame (an event larger than that alone, up to `max_frame_bytes`: tracetorchd
+// reads such frames without growing its buffer). Each frame takes the
 // next `*sequence` and starts at stream position `*next_event`, which advances by the events
 // framed; `*frames` gets one entry per frame, in order.
 BatchFramesResult AppendBatchFrames(const TakenEvents& taken, size_t max_batch_events,

@@ -9,6 +9,15 @@
 namespace tracetorch::client {
 namespace {
 
+// The events as the queue encodes them.
+std::string Encoded(const std::vector<protocol::ForwardEvent>& fwd,
+                    const std::vector<protocol::BackwardEvent>& bwd) {
+  std::string out;
+  for (const protocol::ForwardEvent& e : fwd) protocol::wire::AppendForwardEventField(e, &out);
+  for (const protocol::BackwardEvent& e : bwd) protocol::wire::AppendBackwardEventField(e, &out);
+  return out;
+}
+
 // The EventBatch of a frame: past the header, the AgentMessage tag and its length.
 protocol::wire::EventBatchSummary Summary(const std::string& out, const BatchFrame& f) {
   std::string_view frame = std::string_view(out).substr(f.begin, f.end - f.begin);
@@ -31,7 +40,8 @@ TEST(AppendBatchFrames, StampsSequencesAndStreamPositions) {
   uint64_t next = 100;
   std::string out = "layer table";  // Frames go after what is there.
   std::vector<BatchFrame> frames;
-  BatchFramesResult r = AppendBatchFrames({fwd, bwd, &origin, &graph, 3}, /*max_batch_events=*/3,
+  const std::string events = Encoded(fwd, bwd);
+  BatchFramesResult r = AppendBatchFrames({events, 7, &origin, &graph, 3}, /*max_batch_events=*/3,
                                           1 << 20, &sequence, &next, &out, &frames);
   EXPECT_EQ(r.oversized, 0u);
   EXPECT_EQ(r.batches, 3u);
@@ -69,7 +79,8 @@ TEST(AppendBatchFrames, AnOriginWithoutAFittingGraphGoesWithTheFirstEvents) {
   uint64_t next = 0;
   std::string out;
   std::vector<BatchFrame> frames;
-  AppendBatchFrames({fwd, {}, &origin, &graph, 0}, 8, 1024, &sequence, &next, &out, &frames);
+  const std::string events = Encoded(fwd, {});
+  AppendBatchFrames({events, 2, &origin, &graph, 0}, 8, 1024, &sequence, &next, &out, &frames);
   ASSERT_EQ(frames.size(), 1u);
   const protocol::wire::EventBatchSummary s = Summary(out, frames[0]);
   EXPECT_TRUE(s.nan_origin.has_value());
@@ -77,20 +88,53 @@ TEST(AppendBatchFrames, AnOriginWithoutAFittingGraphGoesWithTheFirstEvents) {
   EXPECT_EQ(s.forward_events, 2u);
 }
 
+// The queue refuses events that fit in no frame; one that gets here anyway ends the framing and
+// is counted, without a stream position.
 TEST(AppendBatchFrames, AnEventTooLargeForAFrameIsCountedNotPositioned) {
   std::vector<protocol::ForwardEvent> fwd(3);
-  fwd[0].inputs.resize(1);
-  fwd[0].inputs[0].shape.assign(400, 1 << 20);  // Alone over 1024 bytes.
+  fwd[2].inputs.resize(1);
+  fwd[2].inputs[0].shape.assign(400, 1 << 20);  // Alone over 1024 bytes.
   uint64_t sequence = 0;
   uint64_t next = 7;
   std::string out;
   std::vector<BatchFrame> frames;
+  const std::string events = Encoded(fwd, {});
   BatchFramesResult r =
-      AppendBatchFrames({fwd, {}, nullptr, nullptr, 0}, 8, 1024, &sequence, &next, &out, &frames);
+      AppendBatchFrames({events, 3, nullptr, nullptr, 0}, 8, 1024, &sequence, &next, &out, &frames);
   EXPECT_EQ(r.oversized, 1u);
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_EQ(frames[0].events, 2u);
   EXPECT_EQ(next, 9u);
+}
+
+// Frames end at kBatchFrameBytes (tracetorchd's read buffer holds them whole), whatever
+// max_batch_events and max_frame_bytes allow; no event is lost between them.
+TEST(AppendBatchFrames, FramesEndAtTheDaemonsBufferSize) {
+  std::vector<protocol::BackwardEvent> bwd(6000);
+  for (size_t i = 0; i < bwd.size(); ++i) {
+    bwd[i].layer_id = static_cast<uint32_t>(i % 50);
+    bwd[i].step = i;
+    bwd[i].sample.grad_norm = 1.0;
+    bwd[i].sample.grad_mean = 2.0;
+  }
+  const std::string events = Encoded({}, bwd);
+  ASSERT_GT(events.size(), 2 * protocol::wire::kBatchFrameBytes);
+  uint64_t sequence = 0;
+  uint64_t next = 0;
+  std::string out;
+  std::vector<BatchFrame> frames;
+  BatchFramesResult r = AppendBatchFrames({events, bwd.size(), nullptr, nullptr, 0}, 1 << 20,
+                                          16 << 20, &sequence, &next, &out, &frames);
+  EXPECT_EQ(r.oversized, 0u);
+  EXPECT_GE(frames.size(), 3u);
+  uint64_t total = 0;
+  for (const BatchFrame& f : frames) {
+    EXPECT_LE(f.end - f.begin,
+              protocol::wire::kFrameHeaderBytes + protocol::wire::kBatchFrameBytes);
+    total += Summary(out, f).backward_events;
+  }
+  EXPECT_EQ(total, bwd.size());
+  EXPECT_EQ(next, bwd.size());
 }
 
 }  // namespace

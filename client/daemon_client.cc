@@ -21,6 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/batch_frames.h"
+#include "client/event_queue.h"
 #include "client/frame_socket.h"
 #include "client/replay_buffer.h"
 #include "guest/backoff.h"
@@ -50,6 +51,7 @@ class DaemonClient::Impl {
   Impl(DaemonClientOptions options, std::string socket_path)
       : options_(std::move(options)),
         socket_path_(std::move(socket_path)),
+        queue_(options_.queue_capacity, options_.max_frame_bytes, options_.max_batch_events),
         replay_(options_.replay_capacity, options_.replay_max_bytes) {}
 
   ~Impl() {
@@ -80,19 +82,10 @@ class DaemonClient::Impl {
     }
   }
 
-  bool EnqueueForward(ForwardEvent&& event) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (!AcceptLocked()) return false;
-    forward_.push_back(std::move(event));
-    return true;
-  }
-
-  bool EnqueueBackward(const BackwardEvent& event) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    if (!AcceptLocked()) return false;
-    backward_.push_back(event);
-    return true;
-  }
+  // Encoded straight into the queue (no copy of the event, no allocation once the queue's buffer
+  // has grown), without mu_; the sender wraps the queued bytes in frames.
+  bool EnqueueForward(const ForwardEvent& event) { return queue_.PushForward(event); }
+  bool EnqueueBackward(const BackwardEvent& event) { return queue_.PushBackward(event); }
 
   void SetNanOrigin(const NanOrigin& origin) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -114,13 +107,13 @@ class DaemonClient::Impl {
   absl::Status Flush(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     if (closing_) return absl::FailedPreconditionError("the tracetorchd client is closed");
-    const uint64_t target = accepted_;
-    flush_target_ = std::max(flush_target_, target);
+    const uint64_t target = queue_.accepted();
+    queue_.Wake();
     auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= target; };
     if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "flush: ", accepted_ - finished_, " events not yet written to tracetorchd at ",
-          socket_path_, connected_ ? "" : " (not connected)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("flush: ", target - finished_, " events not yet written to tracetorchd at ",
+                       socket_path_, connected_ ? "" : " (not connected)"));
     }
     return absl::OkStatus();
   }
@@ -136,6 +129,9 @@ class DaemonClient::Impl {
   }
 
   absl::Status Close(absl::Duration wait) ABSL_LOCKS_EXCLUDED(mu_) {
+    // Before closing_: once the sender sees closing_, nothing more can be queued, so what
+    // FinishClose drops is final.
+    queue_.Refuse();
     {
       absl::MutexLock lock(&mu_);
       if (closing_)
@@ -159,6 +155,8 @@ class DaemonClient::Impl {
   DaemonClientStats stats() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     DaemonClientStats s = stats_;
+    s.enqueued_events = queue_.accepted();
+    s.dropped_events = DroppedLocked();
     s.connected = connected_;
     s.last_error = last_error_;
     return s;
@@ -170,14 +168,10 @@ class DaemonClient::Impl {
   }
 
  private:
-  bool AcceptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (closing_ || forward_.size() + backward_.size() >= options_.queue_capacity) {
-      ++stats_.dropped_events;
-      return false;
-    }
-    ++accepted_;
-    ++stats_.enqueued_events;
-    return true;
+  // Every event dropped: refused by the queue, or lost by the sender (a broken connection, unsent
+  // at Close).
+  uint64_t DroppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stats_.dropped_events + queue_.dropped();
   }
 
   // ---- Sender thread ----
@@ -235,17 +229,12 @@ class DaemonClient::Impl {
       *last_write = absl::Now();
     }
 
-    // Wait for something to send: a full batch, a flush, Close(), or the flush interval.
+    // Wait for something to send: a full batch, a flush, Close(), or the flush interval (the
+    // queue wakes the sender once per batch, not per event). The events first, then the layers:
+    // a layer declared before an event was queued is then in layers_.
+    send_events_ = queue_.Take(absl::Now() + options_.flush_interval, &send_queue_);
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closing_ || forward_.size() + backward_.size() >= options_.max_batch_events ||
-               flush_target_ > taken_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.flush_interval);
-      std::swap(forward_, send_forward_);
-      std::swap(backward_, send_backward_);
-      taken_ += send_forward_.size() + send_backward_.size();
       if (layers_sent_ < layers_.size()) {
         send_layers_.assign(layers_.begin() + static_cast<ptrdiff_t>(layers_sent_), layers_.end());
         layers_sent_ = layers_.size();
@@ -263,7 +252,7 @@ class DaemonClient::Impl {
     }
 
     const absl::Time write_deadline = closing ? deadline : absl::Now() + options_.io_timeout;
-    const bool had_events = !send_forward_.empty() || !send_backward_.empty();
+    const bool had_events = send_events_ > 0;
     if (!send_layers_.empty() || had_events || send_nan_origin_.has_value() ||
         send_op_graph_.has_value()) {
       SendTaken(write_deadline);
@@ -273,7 +262,7 @@ class DaemonClient::Impl {
       uint64_t dropped;
       {
         absl::MutexLock lock(&mu_);
-        dropped = stats_.dropped_events;
+        dropped = DroppedLocked();
       }
       wire::AppendHeartbeatFrame(absl::GetCurrentTimeNanos(), dropped, &out_);
       if (absl::Status s = socket_->WriteAll(out_, write_deadline); !s.ok()) {
@@ -287,7 +276,7 @@ class DaemonClient::Impl {
       bool empty;
       {
         absl::MutexLock lock(&mu_);
-        empty = forward_.empty() && backward_.empty() && layers_sent_ == layers_.size();
+        empty = queue_.size() == 0 && layers_sent_ == layers_.size();
       }
       if (empty && socket_.has_value()) {
         FinishClose(/*end_sent=*/SendEnd(deadline));
@@ -301,7 +290,7 @@ class DaemonClient::Impl {
   // its first event and goes into the replay buffer; a frame a broken connection cut short is
   // written again after the reconnect (or, out of the buffer, counted as lost by the daemon).
   void SendTaken(absl::Time deadline) {
-    const uint64_t taken = send_forward_.size() + send_backward_.size();
+    const uint64_t taken = send_events_;
     const uint64_t first_position = next_event_;
     out_.clear();
     for (size_t i = 0; i < send_layers_.size(); i += kLayersPerTableFrame) {
@@ -311,10 +300,10 @@ class DaemonClient::Impl {
     uint64_t dropped;
     {
       absl::MutexLock lock(&mu_);
-      dropped = stats_.dropped_events;
+      dropped = DroppedLocked();
     }
     frame_ends_.clear();
-    TakenEvents taken_events{send_forward_, send_backward_,
+    TakenEvents taken_events{send_queue_, send_events_,
                              send_nan_origin_.has_value() ? &*send_nan_origin_ : nullptr,
                              send_op_graph_.has_value() ? &*send_op_graph_ : nullptr, dropped};
     const BatchFramesResult framed =
@@ -323,8 +312,8 @@ class DaemonClient::Impl {
     send_op_graph_.reset();
     send_layers_.clear();
     send_nan_origin_.reset();
-    send_forward_.clear();
-    send_backward_.clear();
+    send_queue_.clear();
+    send_events_ = 0;
 
     absl::Status s = socket_.has_value() ? socket_->WriteAll(out_, deadline)
                                          : absl::UnavailableError("not connected to tracetorchd");
@@ -365,7 +354,7 @@ class DaemonClient::Impl {
     {
       absl::MutexLock lock(&mu_);
       total = total_time_ms_;
-      dropped = stats_.dropped_events;
+      dropped = DroppedLocked();
       hook_errors = hook_errors_;
     }
     wire::AppendEndFrame(total, dropped, hook_errors, &out_);
@@ -381,12 +370,9 @@ class DaemonClient::Impl {
   // Drops whatever is still queued (counted) and records Close()'s result.
   void FinishClose(bool end_sent) {
     absl::MutexLock lock(&mu_);
-    const uint64_t left = forward_.size() + backward_.size();
+    const uint64_t left = queue_.Clear();
     stats_.dropped_events += left;
     finished_ += left;
-    taken_ += left;
-    forward_.clear();
-    backward_.clear();
     if (end_sent) {
       close_status_ = absl::OkStatus();
     } else {
@@ -413,7 +399,7 @@ class DaemonClient::Impl {
       layers = layers_;
       layers_sent_ = layers_.size();
       resume = session_id_;
-      hello.dropped_events = stats_.dropped_events;
+      hello.dropped_events = DroppedLocked();
     }
     hello.sent_events = next_event_;
     if (options_.replay_capacity > 0) {
@@ -567,13 +553,14 @@ class DaemonClient::Impl {
 
   const DaemonClientOptions options_;
   const std::string socket_path_;
+  EventQueue queue_;  // The events; its own lock (event_queue.h says why).
 
   // Owned by the sender thread only.
   std::optional<FrameSocket> socket_;  // The connection, when there is one.
   uint64_t sequence_ = 0;
-  std::string out_;  // Encoded frames.
-  std::vector<ForwardEvent> send_forward_;
-  std::vector<BackwardEvent> send_backward_;
+  std::string out_;           // Encoded frames.
+  std::string send_queue_;    // Event fields taken from the queue...
+  uint64_t send_events_ = 0;  // ...and how many.
   std::vector<LayerDecl> send_layers_;
   std::optional<NanOrigin> send_nan_origin_;
   std::vector<BatchFrame> frame_ends_;  // The event batch frames in out_.
@@ -587,8 +574,6 @@ class DaemonClient::Impl {
   std::atomic<bool> abort_io_{false};
 
   mutable absl::Mutex mu_;
-  std::vector<ForwardEvent> forward_ ABSL_GUARDED_BY(mu_);
-  std::vector<BackwardEvent> backward_ ABSL_GUARDED_BY(mu_);
   std::vector<LayerDecl> layers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint32_t> layer_ids_ ABSL_GUARDED_BY(mu_);
   size_t layers_sent_ ABSL_GUARDED_BY(mu_) = 0;  // Prefix of layers_ sent on this connection.
@@ -596,10 +581,7 @@ class DaemonClient::Impl {
   std::optional<std::string> op_graph_ ABSL_GUARDED_BY(mu_);
   std::optional<double> total_time_ms_ ABSL_GUARDED_BY(mu_);
   uint64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t accepted_ ABSL_GUARDED_BY(mu_) = 0;  // Events accepted into the queue, ever.
-  uint64_t taken_ ABSL_GUARDED_BY(mu_) = 0;     // ...taken by the sender.
-  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // ...written or dropped.
-  uint64_t flush_target_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // Events written or dropped, ever.
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time close_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,6 @@
 // The agent's connection to tracetorchd: a bounded queue and one background sender thread.
 //
-// Hooks call EnqueueForward/EnqueueBackward, which copy the event into a bounded in-memory queue
+// Hooks call EnqueueForward/EnqueueBackward, which encode the event into a bounded in-memory queue
 // and return at once: they never touch the network and never wait for the sender. When the queue is
 // full the event is dropped and counted; the count reaches the daemon (and the trace metadata) with
 // the next batch, heartbeat or End. The sender thread connects in the background, retrying with
@@ -69,7 +69,7 @@ struct DaemonClientOptions {
   protocol::ProcessIdentity identity;
 
   size_t queue_capacity = 1 << 16;  // Events (forward + backward) waiting to be sent.
-  size_t max_batch_events = 8192;   // Events per EventBatch frame.
+  size_t max_batch_events = 8192;   // Events per EventBatch frame (at most wire::kBatchFrameBytes).
   absl::Duration flush_interval = absl::Milliseconds(20);   // Longest an event waits to be sent.
   absl::Duration heartbeat_interval = absl::Seconds(1);     // While idle.
   absl::Duration initial_backoff = absl::Milliseconds(20);  // Reconnect backoff: doubles,
@@ -127,8 +127,8 @@ class DaemonClient {
   // this call; re-sent in full after a reconnect.
   void DeclareLayers(absl::Span<const protocol::LayerDecl> layers);
 
-  // Queue one event. Never blocks on I/O; false when it was dropped (queue full, closed, or in a
-  // forked child).
+  // Queue one event, encoded at once. Never blocks on I/O; false when it was dropped (queue full,
+  // too large for a frame of max_frame_bytes, closed, or in a forked child).
   bool EnqueueForward(protocol::ForwardEvent event);
   bool EnqueueBackward(const protocol::BackwardEvent& event);
 

@@ -40,6 +40,12 @@ inline uint32_t GetFrameHeader(const char* in) {
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
+// The client library cuts its event batches into frames of at most this many payload bytes (an
+// event larger than that goes in a frame of its own, up to the frame limit): tracetorchd reads each
+// connection into a 64 KiB buffer (daemon/ingest/frame_buffer.h) that holds such a frame whole,
+// where a larger frame makes it allocate, copy and free a buffer the frame's size every time.
+inline constexpr size_t kBatchFrameBytes = 60u << 10;
+
 struct HelloFields {
   const ProcessIdentity* identity = nullptr;  // Required.
   std::string_view resume_session_id;
@@ -79,6 +85,45 @@ struct BatchResult {
 BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const ForwardEvent> forward,
                                   absl::Span<const BackwardEvent> backward,
                                   uint32_t max_frame_bytes, std::string* out);
+
+// ---- Events encoded one at a time (the client library's queue) ----
+//
+// Each event encoded as it is produced, into a buffer that AppendEncodedEventBatchFrame later wraps
+// in a frame: the event's field of the EventBatch (2: ForwardEvent, 3: BackwardEvent; tag, length,
+// body), byte for byte what AppendEventBatchFrame writes for the same event. Forward and backward
+// events may interleave: a parser keeps each repeated field's order, and the daemon's decoder
+// (frame_decoder.h) visits the events in wire order.
+//
+// Example:
+//   std::string queue;
+//   AppendForwardEventField(forward, &queue);
+//   AppendBackwardEventField(backward, &queue);
+//   if (EncodedEventBatchPayloadBytes(fields, queue.size()) <= max_frame_bytes) {
+//     AppendEncodedEventBatchFrame(fields, queue, &out);
+//   }
+
+// The most payload bytes a frame holding one event field adds to it, when the batch carries no
+// nan_origin or op_graph_json: the AgentMessage wrapper, sequence, dropped_events, first_event. An
+// event whose field is longer than max_frame_bytes less this fits in no frame.
+inline constexpr size_t kMaxEncodedBatchOverheadBytes = 1 + 5 + 11 + 11 + 11;
+
+// Append the event's field to `*out`; return the number of bytes appended.
+size_t AppendForwardEventField(const ForwardEvent& event, std::string* out);
+size_t AppendBackwardEventField(const BackwardEvent& event, std::string* out);
+
+// The length of the event field at the front of `events` (as appended above, header and body);
+// 0 when `events` does not start with a whole length-delimited field.
+size_t EventFieldLength(std::string_view events);
+
+// The payload bytes (without the frame header) of the frame AppendEncodedEventBatchFrame appends
+// for `batch` around `event_bytes` bytes of event fields: what to compare with max_frame_bytes.
+size_t EncodedEventBatchPayloadBytes(const BatchFields& batch, size_t event_bytes);
+
+// Appends one EventBatch frame: `batch`'s fields and `events` (whole event fields, as appended
+// above), copied as they are. Requires: the caller checked the size
+// (EncodedEventBatchPayloadBytes) against its frame limit.
+void AppendEncodedEventBatchFrame(const BatchFields& batch, std::string_view events,
+                                  std::string* out);
 
 // A decoded DaemonMessage.
 struct DaemonReply {

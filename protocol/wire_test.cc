@@ -206,6 +206,75 @@ TEST(Wire, OversizedEventIsSkippedAndCounted) {
   EXPECT_EQ(msgs[0].events().forward(0).layer_id(), 1u);
 }
 
+BackwardEvent Backward(uint32_t layer, uint64_t step) {
+  BackwardEvent b;
+  b.layer_id = layer;
+  b.step = step;
+  b.sample.grad_norm = 0.5;
+  b.sample.grad_all_zero = true;
+  b.sample.mem_alloc_delta = -7;
+  return b;
+}
+
+// Events encoded one at a time and wrapped later are byte for byte the batch encoder's frame.
+TEST(Wire, EncodedEventsMakeTheBatchEncodersFrame) {
+  std::vector<ForwardEvent> fwd = {Forward(1, 10), Forward(2, 1ull << 40)};
+  std::vector<BackwardEvent> bwd = {Backward(2, 10), Backward(1, 10)};
+  NanOrigin origin{"net.fc", 4, true};
+  BatchFields fields;
+  fields.sequence = 300;
+  fields.dropped_events = 1ull << 33;
+  fields.nan_origin = &origin;
+  std::string expected;
+  AppendEventBatchFrame(fields, fwd, bwd, kDefaultMaxFrameBytes, &expected);
+
+  std::string events;
+  size_t total = 0;
+  for (const ForwardEvent& e : fwd) total += AppendForwardEventField(e, &events);
+  for (const BackwardEvent& e : bwd) total += AppendBackwardEventField(e, &events);
+  EXPECT_EQ(total, events.size());
+  std::string out = "x";  // Appended after what is there.
+  AppendEncodedEventBatchFrame(fields, events, &out);
+  EXPECT_EQ(out.substr(1), expected);
+  EXPECT_EQ(EncodedEventBatchPayloadBytes(fields, events.size()),
+            expected.size() - kFrameHeaderBytes);
+}
+
+// Forward and backward events interleaved, as a training step makes them: the parser keeps each
+// kind's order.
+TEST(Wire, InterleavedEncodedEventsParse) {
+  std::string events;
+  AppendForwardEventField(Forward(1, 3), &events);
+  AppendBackwardEventField(Backward(1, 3), &events);
+  AppendForwardEventField(Forward(2, 4), &events);
+  AppendBackwardEventField(Backward(2, 4), &events);
+  std::string out;
+  AppendEncodedEventBatchFrame({.sequence = 2}, events, &out);
+  auto msgs = ParseFrames(out);
+  ASSERT_EQ(msgs.size(), 1u);
+  const v1::EventBatch& batch = msgs[0].events();
+  EXPECT_EQ(batch.sequence(), 2u);
+  ASSERT_EQ(batch.forward_size(), 2);
+  ASSERT_EQ(batch.backward_size(), 2);
+  EXPECT_EQ(batch.forward(0).step(), 3u);
+  EXPECT_EQ(batch.forward(1).layer_id(), 2u);
+  EXPECT_EQ(batch.backward(0).layer_id(), 1u);
+  EXPECT_TRUE(batch.backward(0).grad_all_zero());
+  EXPECT_EQ(batch.backward(1).step(), 4u);
+  EXPECT_EQ(batch.backward(1).mem_alloc_delta(), -7);
+}
+
+TEST(Wire, EventFieldLengthWalksTheFields) {
+  std::string events;
+  const size_t a = AppendForwardEventField(Forward(1, 3), &events);
+  const size_t b = AppendBackwardEventField(Backward(1, 3), &events);
+  EXPECT_EQ(EventFieldLength(events), a);
+  EXPECT_EQ(EventFieldLength(std::string_view(events).substr(a)), b);
+  EXPECT_EQ(EventFieldLength(std::string_view(events).substr(0, a - 1)), 0u);  // Cut short.
+  EXPECT_EQ(EventFieldLength(""), 0u);
+  EXPECT_EQ(EventFieldLength("\x08\x01"), 0u);  // A varint field, not an event.
+}
+
 TEST(Wire, ReplayFieldsAreProto3Optional) {
   ProcessIdentity id;
   HelloFields hello;
