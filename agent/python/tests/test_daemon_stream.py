@@ -39,6 +39,7 @@ def poll(fn, timeout, what):
         if last:
             return last
         time.sleep(0.02)
+    what = what() if callable(what) else what
     pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
@@ -185,11 +186,14 @@ def test_eight_processes_eight_sessions(daemon):
         by_id[stats["session_id"]] = (i, p.pid)
     assert len(by_id) == 8
 
+    seen = []
+
     def all_finished():
         ss = [s for s in daemon.sessions() if s["session_id"] in by_id]
+        seen[:] = [(s["session_id"], s["state"], s["events"]) for s in ss]
         return len(ss) == 8 and all(s["state"] == "finished" for s in ss) and ss
 
-    for s in poll(all_finished, 10, "eight finished sessions"):
+    for s in poll(all_finished, 10, lambda: f"eight finished sessions (listed: {seen})"):
         i, pid = by_id[s["session_id"]]
         assert s["pid"] == pid and s["model"] == f"Net{i}"
         assert s["events"] == (3 + i) * 6 and s["dropped_events"] == 0
