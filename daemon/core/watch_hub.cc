@@ -345,7 +345,11 @@ absl::Duration WatchHub::NextPhase() {
 }
 
 void WatchHub::AddViewers(std::vector<Incoming> incoming, absl::Time now) {
-  auto phase = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_) { return NextPhase(); };
+  // Called inside Attach, which the analysis cannot see into: AddViewers holds poll_mu_.
+  auto phase = [this] {
+    poll_mu_.AssertHeld();
+    return NextPhase();
+  };
   for (Incoming& in : incoming) {
     std::shared_ptr<SessionFeed> feed;
     std::shared_ptr<JobFeed> job;
