@@ -12,14 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/commands.h"
+#include "cli/daemon_test_util.h"
 #include "cli/test_util.h"
-#include "client/daemon_client.h"
 #include "daemon/server/daemon.h"
 #include "daemon/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "protocol/events.h"
-#include "service_client/service_client.h"
 #include "trace/json.h"
 
 namespace tracetorch::cli {
@@ -30,7 +29,6 @@ using ::testing::Not;
 using ::testing::StartsWith;
 
 using daemon::test_util::TempDir;
-using daemon::test_util::WaitFor;
 using test_util::CliResult;
 using test_util::RunCli;
 
@@ -46,35 +44,11 @@ struct Node {
     if (!d.ok()) return;
     daemon = *std::move(d);
     address = daemon->config().service_socket_path;
-    session = Stream(config.socket_path, std::string(name), model, steps);
-  }
-
-  std::string Stream(const std::string& socket, const std::string& host, const std::string& model,
-                     int steps) {
-    client::DaemonClientOptions o;
-    o.address = absl::StrCat("unix://", socket);
-    o.identity = protocol::CurrentProcessIdentity();
-    o.identity.host = host;
-    o.identity.model_name = model;
-    o.flush_interval = absl::Milliseconds(5);
-    auto c = client::DaemonClient::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status();
-    if (!c.ok()) return "";
-    (*c)->DeclareLayers(std::vector<protocol::LayerDecl>{{0, {"fc", "Linear", "fc", 1, 10}}});
-    for (int step = 0; step < steps; ++step) {
-      ForwardSample f;
-      f.latency_ms = 1.0;
-      (*c)->EnqueueForward(protocol::ToForwardEvent(0, static_cast<uint64_t>(step), f));
-    }
-    EXPECT_TRUE((*c)->Close(absl::Seconds(5)).ok());
-    const std::string id = (*c)->session_id();
-    auto service = service_client::TraceServiceClient::Create(address);
-    EXPECT_TRUE(WaitFor([&] {
-      auto snap = (*service)->GetSnapshot(id);
-      return snap.ok() && snap->session().state() == v1::SESSION_STATE_FINISHED &&
-             snap->session().events() == static_cast<uint64_t>(steps);
-    }));
-    return id;
+    protocol::ProcessIdentity identity = protocol::CurrentProcessIdentity();
+    identity.host = std::string(name);
+    identity.model_name = model;
+    session = test_util::StreamFinishedSession(config.socket_path, address, std::move(identity),
+                                               steps, /*latency_ms=*/1.0);
   }
 
   TempDir dir;

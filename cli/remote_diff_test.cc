@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cli/commands.h"
+#include "cli/daemon_test_util.h"
 #include "cli/test_util.h"
 #include "client/daemon_client.h"
 #include "daemon/server/daemon.h"
@@ -33,7 +34,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 using daemon::test_util::TempDir;
-using daemon::test_util::WaitFor;
 using test_util::CliResult;
 using test_util::ExpectOneLineError;
 using test_util::Fixture;
@@ -61,31 +61,10 @@ class RemoteDiffTest : public ::testing::Test {
 
   // Streams `steps` steps of a one-layer model whose latency is `latency_ms`; returns the id.
   std::string StreamSession(double latency_ms, int steps = 10, std::string model = "Net") {
-    client::DaemonClientOptions o;
-    o.address = absl::StrCat("unix://", config_.socket_path);
-    o.identity = protocol::CurrentProcessIdentity();
-    o.identity.model_name = std::move(model);
-    o.flush_interval = absl::Milliseconds(5);
-    auto c = client::DaemonClient::Create(o);
-    EXPECT_TRUE(c.ok()) << c.status();
-    if (!c.ok()) return "";
-    (*c)->DeclareLayers(std::vector<protocol::LayerDecl>{{0, {"fc", "Linear", "fc", 1, 10}}});
-    for (int step = 0; step < steps; ++step) {
-      ForwardSample f;
-      f.latency_ms = latency_ms * (1.0 + 0.01 * (step % 3));
-      f.outputs = {{{4, 8}, "torch.float32", "cpu", TensorStats{0.0, 1.0, -1.0, 1.0, 0, 0}}};
-      (*c)->EnqueueForward(protocol::ToForwardEvent(0, static_cast<uint64_t>(step), f));
-    }
-    EXPECT_TRUE((*c)->Close(absl::Seconds(5)).ok());
-    const std::string id = (*c)->session_id();
-    auto service = service_client::TraceServiceClient::Create(address_);
-    EXPECT_TRUE(WaitFor([&] {
-      auto snap = (*service)->GetSnapshot(id);
-      return snap.ok() && snap->session().state() == v1::SESSION_STATE_FINISHED &&
-             snap->session().events() == static_cast<uint64_t>(steps);
-    })) << "session "
-        << id << " did not finish with " << steps << " events";
-    return id;
+    protocol::ProcessIdentity identity = protocol::CurrentProcessIdentity();
+    identity.model_name = std::move(model);
+    return test_util::StreamFinishedSession(config_.socket_path, address_, std::move(identity),
+                                            steps, latency_ms);
   }
 
   TempDir dir_{"ttrdiff"};
