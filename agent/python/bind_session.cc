@@ -179,7 +179,9 @@ class SessionEngine {
   }
 
   // {"connected", "session_id", "enqueued_events", "sent_events", "dropped_events", "connects",
-  //  "connect_failures", "last_error"} of the current (or last closed) stream; None if never.
+  //  "connect_failures", "last_error", "resent_events", "durable_events", "replay_held_events",
+  //  "replay_evicted_events", "refused_handshakes"} of the current (or last closed) stream
+  // (client::DaemonClientStats); None if never.
   py::object DaemonStats() const {
     std::optional<client::DaemonClientStats> stats = StreamStats();
     if (!stats) return py::none();
@@ -192,6 +194,11 @@ class SessionEngine {
     d["connects"] = stats->connects;
     d["connect_failures"] = stats->connect_failures;
     d["last_error"] = stats->last_error;
+    d["resent_events"] = stats->resent_events;
+    d["durable_events"] = stats->durable_events;
+    d["replay_held_events"] = stats->replay_held_events;
+    d["replay_evicted_events"] = stats->replay_evicted_events;
+    d["refused_handshakes"] = stats->refused_handshakes;
     return d;
   }
 

@@ -277,6 +277,7 @@ def test_daemon_killed_and_restarted_training_continues(daemon, tmp_path):
     # The agent kept what the dead daemon had not made durable (its replay buffer) and re-sent it
     # after the restart: the session continued with every step and no gap.
     assert info["dropped_events"] == 0
+    assert stats["resent_events"] > 0 and stats["replay_evicted_events"] == 0, stats
     snap = daemon.snapshot(sid, tmp_path / "resumed.json")
     assert snap["metadata"]["dropped_events"] == 0
     assert layer_map(snap)["0"]["forward_count"] == steps
