@@ -341,6 +341,25 @@ size_t BatchFixedBytes(const BatchFields& batch) {
   return c.size();
 }
 
+// The AgentMessage payload of an EventBatch of `batch_size` bytes: its tag, length and body.
+size_t BatchPayloadBytes(size_t batch_size) { return 1 + VarintSize(batch_size) + batch_size; }
+
+// Appends an EventBatch frame of `batch_size` bytes up to its events: the frame header, the
+// EventBatch's tag and length, and its sequence. The caller writes the events, then
+// WriteBatchTail, through the returned Writer.
+Writer BeginBatchFrame(const BatchFields& batch, size_t batch_size, std::string* out) {
+  const size_t payload = BatchPayloadBytes(batch_size);
+  const size_t start = out->size();
+  out->resize(start + kFrameHeaderBytes + payload);
+  char* p = out->data() + start;
+  PutFrameHeader(static_cast<uint32_t>(payload), p);
+  Writer w(p + kFrameHeaderBytes);
+  Tag(w, 3, kLength);
+  w.Varint(batch_size);
+  UintField(w, 1, batch.sequence);
+  return w;
+}
+
 // Appends header + AgentMessage{field: body} to `out`.
 template <typename Body>
 void AppendAgentFrame(uint32_t field, const Body& body, std::string* out) {
@@ -463,22 +482,12 @@ size_t EventFieldLength(std::string_view events) {
 }
 
 size_t EncodedEventBatchPayloadBytes(const BatchFields& batch, size_t event_bytes) {
-  const size_t batch_size = BatchFixedBytes(batch) + event_bytes;
-  return 1 + VarintSize(batch_size) + batch_size;
+  return BatchPayloadBytes(BatchFixedBytes(batch) + event_bytes);
 }
 
 void AppendEncodedEventBatchFrame(const BatchFields& batch, std::string_view events,
                                   std::string* out) {
-  const size_t batch_size = BatchFixedBytes(batch) + events.size();
-  const size_t payload = 1 + VarintSize(batch_size) + batch_size;
-  const size_t start = out->size();
-  out->resize(start + kFrameHeaderBytes + payload);
-  char* p = out->data() + start;
-  PutFrameHeader(static_cast<uint32_t>(payload), p);
-  Writer w(p + kFrameHeaderBytes);
-  Tag(w, 3, kLength);
-  w.Varint(batch_size);
-  UintField(w, 1, batch.sequence);
+  Writer w = BeginBatchFrame(batch, BatchFixedBytes(batch) + events.size(), out);
   w.Bytes(events);
   WriteBatchTail(w, batch);
 }
@@ -532,16 +541,7 @@ BatchResult AppendEventBatchFrame(const BatchFields& batch, absl::Span<const For
     return result;
   }
 
-  const size_t batch_size = used - base + fixed;
-  const size_t payload = 1 + VarintSize(batch_size) + batch_size;
-  const size_t start = out->size();
-  out->resize(start + kFrameHeaderBytes + payload);
-  char* p = out->data() + start;
-  PutFrameHeader(static_cast<uint32_t>(payload), p);
-  Writer w(p + kFrameHeaderBytes);
-  Tag(w, 3, kLength);
-  w.Varint(batch_size);
-  UintField(w, 1, batch.sequence);
+  Writer w = BeginBatchFrame(batch, /*batch_size=*/used - base + fixed, out);
   for (size_t i = f_begin; i < f_end; ++i) {
     Tag(w, 2, kLength);
     w.Varint(f_sizes[i - f_begin]);
