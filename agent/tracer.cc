@@ -33,6 +33,21 @@ constexpr uint32_t kSlotMask = kHasTimerBit - 1;
 
 bool HasNonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
 
+// Folds one tensor's NaN/Inf counts into a scan's `finite` / `have_nan`.
+void NoteNonFinite(const TensorInfo& t, bool* finite, bool* have_nan) {
+  if (!HasNonFinite(t)) return;
+  *finite = false;
+  *have_nan = *have_nan || NanCount(t) > 0;
+}
+
+// The device of the first defined CUDA tensor, if any.
+std::optional<c10::Device> FirstCudaDevice(absl::Span<const at::Tensor> tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && t.is_cuda()) return t.device();
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // ---- Lifecycle ----------------------------------------------------------------------------------
@@ -330,12 +345,7 @@ Tracer::InputScan Tracer::ScanInputs(LayerId layer, bool is_root,
                                      absl::Span<const at::Tensor> inputs) {
   InputScan scan;
   if (layer != kNoLayer) {
-    for (const at::Tensor& t : inputs) {
-      if (t.defined() && t.is_cuda()) {
-        scan.cuda_device = t.device();
-        break;
-      }
-    }
+    scan.cuda_device = FirstCudaDevice(inputs);
     // Before our own kernels allocate their temporaries.
     if (scan.cuda_device) scan.mem_before = SampleDeviceMemory(*scan.cuda_device);
   }
@@ -343,10 +353,7 @@ Tracer::InputScan Tracer::ScanInputs(LayerId layer, bool is_root,
     if (!t.defined()) continue;
     std::shared_ptr<DeferredStats> deferred;
     TensorInfo info = Describe(t, &deferred);
-    if (HasNonFinite(info)) {
-      scan.finite = false;
-      scan.have_nan = scan.have_nan || NanCount(info) > 0;
-    }
+    NoteNonFinite(info, &scan.finite, &scan.have_nan);
     if (layer != kNoLayer || is_root) {
       scan.infos.push_back(std::move(info));
       scan.stats.push_back(std::move(deferred));
@@ -405,12 +412,7 @@ void Tracer::RecordInputs(CallState& c, InputScan scan) {
 
 Tracer::OutputScan Tracer::ScanOutputs(absl::Span<const at::Tensor> outputs) {
   OutputScan scan;
-  for (const at::Tensor& t : outputs) {
-    if (t.defined() && t.is_cuda()) {
-      scan.cuda_device = t.device();
-      break;
-    }
-  }
+  scan.cuda_device = FirstCudaDevice(outputs);
   // Before our own kernels allocate their temporaries.
   if (scan.cuda_device) scan.mem_after = SampleDeviceMemory(*scan.cuda_device);
   scan.infos.reserve(outputs.size());
@@ -418,10 +420,7 @@ Tracer::OutputScan Tracer::ScanOutputs(absl::Span<const at::Tensor> outputs) {
     if (!t.defined()) continue;
     std::shared_ptr<DeferredStats> deferred;
     TensorInfo info = Describe(t, &deferred);
-    if (HasNonFinite(info)) {
-      scan.finite = false;
-      scan.have_nan = scan.have_nan || NanCount(info) > 0;
-    }
+    NoteNonFinite(info, &scan.finite, &scan.have_nan);
     scan.infos.push_back(std::move(info));
     scan.stats.push_back(std::move(deferred));
     if (scan.grad_output == nullptr && t.requires_grad() && t.grad_fn()) scan.grad_output = &t;
