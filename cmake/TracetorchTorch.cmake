@@ -40,8 +40,31 @@ macro(tracetorch_find_torch)
   # lets torch find it. Our own code links no protobuf (tools/check_layers, "links").
   set(_tt_no_protobuf "${CMAKE_DISABLE_FIND_PACKAGE_Protobuf}")
   set(CMAKE_DISABLE_FIND_PACKAGE_Protobuf OFF)
+  if(_tt_py_cuda STREQUAL "1")
+    # A CUDA torch's Caffe2Config enables the CUDA language. We compile no CUDA sources: C++17 for
+    # it (CMake 3.25 knows no C++20 flags for nvcc 13, and torch would copy our CXX standard), and
+    # an architecture list so that it does not try to run a program on a GPU to find one.
+    if(NOT DEFINED CMAKE_CUDA_STANDARD)
+      set(CMAKE_CUDA_STANDARD 17)
+    endif()
+    if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+      set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+    endif()
+    # Its config also runs find_package(Python): the interpreter we build for, not the first
+    # python3 on PATH.
+    if(NOT DEFINED Python_EXECUTABLE)
+      set(Python_EXECUTABLE "${TRACETORCH_PYTHON}")
+    endif()
+  endif()
   if(EXISTS "${_tt_py_prefix}/Torch/TorchConfig.cmake")
+    # TorchConfig finds Caffe2Config and its libraries (torch, c10, c10_cuda) with PATHS, which
+    # come after the system's folders: with the torch's own folder first on CMAKE_PREFIX_PATH, a
+    # pip torch never picks up Debian's libtorch or Caffe2Config (python3-torch 1.13) instead.
+    get_filename_component(_tt_py_root "${_tt_py_lib_dir}" DIRECTORY)
+    set(_tt_prefix_path "${CMAKE_PREFIX_PATH}")
+    list(PREPEND CMAKE_PREFIX_PATH "${_tt_py_root}" "${_tt_py_prefix}")
     find_package(Torch REQUIRED PATHS "${_tt_py_prefix}/Torch" NO_DEFAULT_PATH)
+    set(CMAKE_PREFIX_PATH "${_tt_prefix_path}")
   else()
     find_package(Torch REQUIRED)
   endif()
