@@ -2,6 +2,7 @@
 
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
+#include <graphviz/gvplugin.h>
 #include <stdio.h>
 
 #include <cstdlib>
@@ -28,6 +29,31 @@ int CollectError(char* message) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // Called unde
   if (graphviz_errors != nullptr && message != nullptr) absl::StrAppend(graphviz_errors, message);
   return 0;
 }
+
+#ifdef TRACETORCH_GRAPHVIZ_BUILTIN_PLUGINS
+}  // namespace
+}  // namespace tracetorch::draw
+// The core renderers (svg, dot) and the dot layout, linked in (draw/CMakeLists.txt).
+extern "C" {
+extern gvplugin_library_t gvplugin_core_LTX_library;
+extern gvplugin_library_t gvplugin_dot_layout_LTX_library;
+}
+namespace tracetorch::draw {
+namespace {
+lt_symlist_t builtin_plugins[] = {
+    {"gvplugin_core_LTX_library", &gvplugin_core_LTX_library},
+    {"gvplugin_dot_layout_LTX_library", &gvplugin_dot_layout_LTX_library},
+    {nullptr, nullptr},
+};
+constexpr bool kBuiltinPluginsOnly = true;
+// Only the linked-in plugins: no plugin configuration file is read, no plugin is loaded from the
+// system (a wheel's own Graphviz must not meet the system's).
+GVC_t* NewGraphvizContext() { return gvContextPlugins(builtin_plugins, /*demand_loading=*/0); }
+#else
+constexpr bool kBuiltinPluginsOnly = false;
+// The plugins installed with Graphviz (its configuration file): every format it has.
+GVC_t* NewGraphvizContext() { return gvContext(); }
+#endif
 
 // cgraph takes char* everywhere; it copies what it keeps.
 char* C(const std::string& s) { return const_cast<char*>(s.c_str()); }
@@ -208,6 +234,14 @@ absl::StatusOr<DrawFormat> DrawFormatForPath(std::string_view path) {
 }
 
 absl::StatusOr<std::string> DrawOpGraph(const OpGraph& graph, const DrawOptions& options) {
+  if (kBuiltinPluginsOnly &&
+      (options.format == DrawFormat::kPng || options.format == DrawFormat::kPdf)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "this build of tracetorch draws svg and dot only, not ", RendererName(options.format),
+        " (Graphviz's core and dot-layout plugins are linked in, as in the wheel: "
+        "TRACETORCH_GRAPHVIZ_PLUGINS=builtin); draw svg, or build from source against the "
+        "system's Graphviz for png and pdf"));
+  }
   absl::StatusOr<OpGraphView> view = BuildOpGraphView(graph, options.view);
   if (!view.ok()) return view.status();
   absl::MutexLock lock(&graphviz_mu);
@@ -221,7 +255,7 @@ absl::StatusOr<std::string> DrawOpGraph(const OpGraph& graph, const DrawOptions&
   if (options.format == DrawFormat::kDot) {
     out = WriteDot(g);
   } else {
-    if (graphviz_context == nullptr) graphviz_context = gvContext();
+    if (graphviz_context == nullptr) graphviz_context = NewGraphvizContext();
     if (gvLayout(graphviz_context, g, "dot") != 0) {
       out = absl::InternalError(absl::StrCat("Graphviz could not lay the graph out: ", errors));
     } else {
