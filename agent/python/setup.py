@@ -14,6 +14,9 @@ tracetorch.cli only with CLI11). A torch built with CUDA gets the CUDA path (TRA
 The `tracetorch` console script (tracetorch.cli:main, as tracetorch-ml names it) runs the command
 line. Tests and benchmarks are not built.
 
+The version carries the torch it was built for as its local label (0.1.0+torch2.11.0.cu130; a wheel's
+name says it) and the package requires that torch release (torch==2.11.0).
+
 Environment: TRACETORCH_CMAKE_ARGS adds CMake arguments (after ours: they win),
 TRACETORCH_BUILD_JOBS sets the parallelism (default 2), TRACETORCH_BUILD_DIR names the CMake build
 folder to configure and build (default: under setuptools' build_temp); an existing one is reused,
@@ -42,6 +45,21 @@ def _version() -> str:
     if not match:
         raise RuntimeError("tracetorch: no project(tracetorch VERSION ...) in CMakeLists.txt")
     return match.group(1)
+
+
+def _torch_local_version() -> tuple:
+    """("torch2.11.0.cu130", "2.11.0") for pip's torch 2.11.0+cu130; ("torch1.13.0a0.cpu",
+    "1.13.0a0") for Debian's 1.13.0a0: the package's local version label (the wheel's name says
+    which torch it was built for) and the torch release it requires (an extension built against one
+    torch does not load into another)."""
+    try:
+        import torch
+    except ImportError:
+        return None, None  # _torch_flags() stops the build with a clear message.
+    release = torch.__version__.split("+")[0]
+    cuda = torch.version.cuda
+    flavour = "cu" + cuda.replace(".", "") if cuda else "cpu"
+    return f"torch{release}.{flavour}", release
 
 
 class CMakeExtension(Extension):
@@ -135,9 +153,12 @@ class CMakeBuild(build_ext):
         shutil.copy2(program, bin_dir / "tracetorch")
 
 
+_LOCAL, _TORCH_RELEASE = _torch_local_version()
+
 setup(
     name="tracetorch",
-    version=_version(),
+    version=_version() + (f"+{_LOCAL}" if _LOCAL else ""),
+    install_requires=[f"torch=={_TORCH_RELEASE}"] if _TORCH_RELEASE else [],
     description="Forensic trace console for PyTorch models (in-process agent)",
     packages=["tracetorch"],
     package_dir={"": "."},

@@ -18,6 +18,10 @@ The record types (TraceRecord, LayerTrace, TensorStats, Anomaly, TraceDiff, ...)
 the C++ structs in trace/record.h; ``to_dict()`` on any of them gives the JSON layout.
 """
 
+# torch first: it loads libtorch and libc10, which the extension links but, installed from a wheel,
+# does not find on its own (the wheel carries every library but torch's).
+import torch  # noqa: F401
+
 from tracetorch._C import (
     Anomaly,
     AnomalySeverity,
