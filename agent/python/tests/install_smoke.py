@@ -6,7 +6,9 @@ Checks that `import tracetorch` loads the extension from under EXPECTED_DIR (the
 site-packages, or a build's python/ folder: not another copy on the path), then traces three
 training steps of a small model and a fourth with a NaN made by one layer, and checks what the
 record says: every layer's forward and backward counts, statistics, and the NaN origin (that layer,
-that step). Prints one line and exits 0, or raises.
+that step); then takes one forward apart with `tl.trace` (the ops, their modules and data flow) and
+draws it as svg (Graphviz, bundled in the wheel). Prints one line and exits 0, or raises. It is
+also the newest torch's smoke test (tools/check_torch_newest).
 """
 
 import json
@@ -60,6 +62,17 @@ def main() -> None:
     origin = doc["metadata"]["nan_origin"]
     if origin is None or origin["layer"] != "2" or origin["step"] != 3:
         raise SystemExit(f"install_smoke: NaN origin {origin}, want layer 2 at step 3")
+    model[2].factor = 1.0
+    trace = tracetorch.trace(model, torch.randn(2, 8))
+    funcs = [op.func_name for op in trace.ops]
+    if funcs != ["linear", "relu", "mul", "linear"]:
+        raise SystemExit(f"install_smoke: tl.trace recorded {funcs}")
+    if [op.module for op in trace.ops] != ["0", "1", "2", "3"] or \
+            trace.ops[3].parents != [trace.ops[2].label]:
+        raise SystemExit(f"install_smoke: tl.trace modules/parents wrong: {trace.ops}")
+    svg = trace.draw()
+    if "<svg" not in svg or "linear" not in svg:
+        raise SystemExit("install_smoke: trace.draw() did not give an svg of the graph")
     print(f"install_smoke: ok (torch {torch.__version__}, tracetorch._C from {where})")
 
 
