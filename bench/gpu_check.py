@@ -22,6 +22,10 @@ Checks, each reported as figures plus "ok": true/false/null (null: not measurabl
                step.
   deferred     cpu: the same NaN run with TRACETORCH_DEFERRED_STATS=1 (the deferred-collection
                route): same origin, every sample collected, none in flight at the end.
+  ops_on_nan   a causal decoder (SDPA; cuda: 6x512, seq 256, batch 16, bf16 autocast) under
+               TraceSession(ops="on_nan"): a NaN planted in block 1 at the 4th traced step is
+               found at its op (mul in blocks.1); a clean step's cost against the plain step is
+               reported, not judged.
 Writes DIR/gpu_check.json and DIR/gpu_check.md and prints the markdown. Exit 0 when every check
 that could run is ok, 1 otherwise.
 """
@@ -332,6 +336,98 @@ def check_deferred(device: str) -> dict:
             "results_abandoned": md.get("results_abandoned"), "ok": ok}
 
 
+class DecoderBlock(nn.Module):
+    """Pre-norm causal self-attention (SDPA) and a GELU MLP; `poison` multiplies the MLP's input
+    by NaN, so this block's `mul` is where the NaN enters."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.poison = False
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(d, dim=2))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        h = self.ln2(x)
+        if self.poison:
+            h = h * float("nan")
+        return x + self.mlp(h)
+
+
+class GpuDecoder(nn.Module):
+    """A causal decoder on token ids: embedding, DecoderBlocks, a vocabulary head."""
+
+    def __init__(self, vocab: int, d: int, heads: int, blocks: int) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(DecoderBlock(d, heads) for _ in range(blocks))
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(x)
+
+
+def check_ops_on_nan(device: str) -> dict:
+    """TraceSession(model, ops="on_nan") on a transformer: the op where a NaN planted at step 3 in
+    block 1 entered, and the cost of a clean step against the plain step (bf16 autocast on cuda)."""
+    big = device == "cuda"
+    vocab, d, heads, blocks, batch, seq = (32000, 512, 8, 6, 16, 256) if big else (
+        512, 64, 4, 2, 4, 32)
+    torch.manual_seed(0)
+    model = GpuDecoder(vocab, d, heads, blocks).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, vocab, (batch, seq + 1), device=device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=big):
+            logits = model(ids[:, :-1])
+        loss = nn.functional.cross_entropy(logits.float().reshape(-1, vocab),
+                                           ids[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+
+    def timed(n: int) -> float:
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        sync(device)
+        return (time.perf_counter() - t0) / n * 1e3
+
+    n = 10 if big else 2
+    step()  # Warm-up.
+    plain_ms = timed(n)
+    with TraceSession(model, ops="on_nan") as session:
+        step()
+        clean_ms = timed(n)
+        for s in range(4):
+            model.blocks[1].poison = s == 3
+            step()
+    model.blocks[1].poison = False
+    origin = session.record.metadata.nan_origin
+    got = None if origin is None else {"op": origin.op, "op_func": origin.op_func,
+                                       "op_module": origin.op_module, "step": origin.step}
+    ok = (got is not None and got["op_func"] == "mul" and got["op_module"] == "blocks.1"
+          and session.hook_errors == 0)
+    return {"model": f"decoder {blocks}x{d}, seq {seq}, batch {batch}" +
+                     (", bf16 autocast" if big else ""),
+            "plain_ms_per_step": round(plain_ms, 3), "on_nan_clean_ms_per_step": round(clean_ms, 3),
+            "ratio": round(clean_ms / plain_ms, 4), "recorded": got,
+            "ops_stats": session.ops_stats, "hook_errors": session.hook_errors, "ok": ok}
+
+
 def markdown(result: dict) -> str:
     lines = [f"### gpu_check: {result['device']} (torch {result['torch']}, {result['gpu']})", "",
              "| check | figures | ok |", "|---|---|---|"]
@@ -357,7 +453,7 @@ def main() -> int:
     checks = {}
     for name, fn in (("nan_origin", check_nan_origin), ("deferred", check_deferred),
                      ("latency", check_latency), ("memory", check_memory),
-                     ("no_sync", check_no_sync)):
+                     ("no_sync", check_no_sync), ("ops_on_nan", check_ops_on_nan)):
         checks[name] = fn(args.device)
     checks["overhead"] = check_overhead(args.device, rounds)
     result = {

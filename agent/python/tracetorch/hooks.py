@@ -95,6 +95,44 @@ def _class_forward(module: torch.nn.Module) -> Any:
     return type(module).forward.__get__(module)
 
 
+def _optimized_module_class() -> Any:
+    """torch.compile's wrapper class (torch >= 2), or None."""
+    eval_frame = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    return getattr(eval_frame, "OptimizedModule", None)
+
+
+def _is_compiled(module: torch.nn.Module) -> bool:
+    cls = _optimized_module_class()
+    return cls is not None and isinstance(module, cls)
+
+
+def _named_layers(model: torch.nn.Module) -> list:
+    """(full name, module) of every module under ``model``, as ``named_modules`` (each once, the
+    root excluded), except that a ``torch.compile``'d module's inner module (``_orig_mod``) is not a
+    layer of its own and is left out of the names below it: the layers of ``torch.compile(model)``
+    are named as those of ``model``, so that the two traces diff."""
+    out, seen = [], {id(model)}
+
+    def walk(module: torch.nn.Module, prefix: str) -> None:
+        for name, child in module._modules.items():
+            if child is None:
+                continue
+            if name == "_orig_mod" and _is_compiled(module):
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    walk(child, prefix)
+                continue
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            full = prefix + name
+            out.append((full, child))
+            walk(child, full + ".")
+
+    walk(model, "")
+    return out
+
+
 def _direct_params(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters(recurse=False))
 
@@ -164,7 +202,7 @@ class HookManager:
         if self._hooks:
             return
         engine = self._engine
-        children = [(n, m) for n, m in self._model.named_modules() if n]
+        children = _named_layers(self._model)
         targets = []
         if children:
             targets.append((self._model, -1, True))
@@ -178,8 +216,9 @@ class HookManager:
                 )
                 targets.append((module, layer_id, False))
         else:
-            name = type(self._model).__name__
-            layer_id = engine.declare_layer(name, name, name, 0, _direct_params(self._model))
+            inner = self._model._orig_mod if _is_compiled(self._model) else self._model
+            name = type(inner).__name__
+            layer_id = engine.declare_layer(name, name, name, 0, _direct_params(inner))
             targets.append((self._model, layer_id, True))
         for module, layer_id, is_root in targets:
             if isinstance(module, torch.jit.ScriptModule):

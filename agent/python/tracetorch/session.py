@@ -52,6 +52,7 @@ import torch
 
 from tracetorch import _C
 from tracetorch._C import TraceRecord
+from tracetorch.compiled import CompileWatch, has_compiled_modules, warn as _warn_compiled
 from tracetorch.hooks import HookManager
 from tracetorch.storage import save_json
 
@@ -155,6 +156,8 @@ class TraceSession:
         self._active = False
         self._started_at = 0.0
         self._daemon_from_env = from_env
+        # torch.compile'd models: graph breaks counted while a block runs (tracetorch.compiled).
+        self._compile_watch = CompileWatch() if has_compiled_modules(model) else None
         if self.daemon:
             # Validates the address now (ValueError for a malformed one); the stream itself is
             # opened at each `with`.
@@ -242,6 +245,8 @@ class TraceSession:
             self._hook_manager.unregister()
             self._engine.finish(None)
             raise
+        if self._compile_watch is not None:
+            self._compile_watch.start()
         self._active = True
         self._started_at = time.perf_counter()
         _open_sessions.add(self)
@@ -255,6 +260,12 @@ class TraceSession:
         self._engine.finish(total_ms)
         self._engine.fill_record(self._record)
         self._anomalies = self._engine.anomalies()
+        if self._compile_watch is not None:
+            info = self._compile_watch.finish()
+            extra = self._record.metadata.extra  # A copy: assigned back.
+            extra["torch_compile"] = info
+            self._record.metadata.extra = extra
+            _warn_compiled(self._model_name, info)
         return False
 
     # ---- results -------------------------------------------------------------------------------
