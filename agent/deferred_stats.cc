@@ -1,6 +1,7 @@
 #include "agent/deferred_stats.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -64,7 +65,7 @@ absl::StatusOr<std::shared_ptr<DeferredStats>> DeferredStats::LaunchTensor(const
     if (!Reducible(tensor)) {
       return std::shared_ptr<DeferredStats>(new DeferredStats(Kind::kNone, mode));
     }
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     std::shared_ptr<DeferredStats> d(new DeferredStats(Kind::kTensor, mode));
     d->host_ = CopyToHostAsync(PackTensorStats(tensor.detach(), mode), &d->done_);
     return d;
@@ -79,7 +80,7 @@ absl::StatusOr<std::shared_ptr<DeferredStats>> DeferredStats::LaunchGrad(const a
     if (!Reducible(grad)) {
       return std::shared_ptr<DeferredStats>(new DeferredStats(Kind::kNone, StatsMode::kFull));
     }
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     std::shared_ptr<DeferredStats> d(new DeferredStats(Kind::kGrad, StatsMode::kFull));
     d->numel_ = grad.numel();
     d->host_ = CopyToHostAsync(PackGradStats(grad.detach()), &d->done_);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
@@ -597,7 +598,7 @@ absl::StatusOr<TensorStats> ComputeTensorStatsWithAten(const at::Tensor& tensor,
         tensor.layout() != c10::kStrided || tensor.is_meta() || tensor.is_quantized()) {
       return TensorStats{};
     }
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     const at::Tensor x = tensor.detach();
     TensorStats s;
     if (mode == StatsMode::kNonFiniteOnly) {
@@ -649,7 +650,7 @@ absl::StatusOr<GradStats> ComputeGradStats(const at::Tensor& grad) {
           return out;
       }
     }
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     const at::Tensor g = grad.detach().to(at::kDouble);
     const at::Tensor packed = at::stack({g.norm(), g.mean(), at::isnan(g).any().to(at::kDouble),
                                          (g != 0).any().to(at::kDouble)})

@@ -95,7 +95,7 @@ fi
 
 mkdir -p "$OUT"
 status=0
-PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" timeout 420 \
+PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" timeout 300 \
   "$PY" "$ROOT/bench/gpu_check.py" --device "$device" --out "$OUT" || status=$?
 echo "gpu_check: $device checks done after $((SECONDS - start)) s (exit $status); $OUT/gpu_check.json"
 exit "$status"

@@ -30,6 +30,8 @@ import torch.nn.functional as F
 import tracetorch as tl
 from tracetorch import TraceSession
 
+from install_smoke import Scale  # x * factor: a NaN factor plants a NaN.
+
 
 class MLP(nn.Module):
     def __init__(self) -> None:
@@ -148,15 +150,6 @@ class Poison(nn.Module):
 
     def forward(self, x):
         return self.scale(self.inner(x))
-
-
-class Scale(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.factor = 1.0
-
-    def forward(self, x):
-        return x * self.factor
 
 
 def on_nan_shape(model: nn.Module, x) -> dict:

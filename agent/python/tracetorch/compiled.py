@@ -49,8 +49,9 @@ class CompileWatch:
 
     def start(self) -> None:
         counters = _counters()
-        self._breaks = collections.Counter(counters["graph_break"]) if counters else collections.Counter()
-        self._frames = collections.Counter(counters["frames"]) if counters else collections.Counter()
+        empty = collections.Counter()
+        self._breaks = collections.Counter(counters["graph_break"]) if counters else empty
+        self._frames = collections.Counter(counters["frames"]) if counters else empty.copy()
 
     def finish(self) -> dict:
         """{"graph_breaks": N, "reasons": {reason: count}, "frames_compiled": N} since start()."""
@@ -66,12 +67,28 @@ class CompileWatch:
                 "frames_compiled": int(frames.get("ok", 0))}
 
 
+def _short(reason: str) -> str:
+    """A reason's first line and, when TorchDynamo gives one, the first sentence of its
+    explanation ("Attempted to call function marked as skipped: Dynamo does not know how to trace
+    the builtin `...`")."""
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    if not lines:
+        return reason
+    out = lines[0]
+    for line in lines[1:]:
+        if line.startswith("Explanation:"):
+            sentence = line[len("Explanation:"):].strip().split(". ")[0].rstrip(".")
+            out = f"{out}: {sentence}"
+            break
+    return out
+
+
 def warn(model_name: str, info: dict) -> None:
     """The one line a session over a compiled model says when its block ends."""
     reasons = sorted(info["reasons"].items(), key=lambda kv: -kv[1])
-    first = reasons[0][0].splitlines()[0] if reasons else "none recorded"
+    first = _short(reasons[0][0]) if reasons else "none recorded"
     _log.warning(
         "tracetorch: %s is torch.compile'd: tracing split its graph at every traced layer "
-        "(%d graph breaks in this block; torch._dynamo: %s); statistics are exact, latencies "
-        "are of the split model; record.metadata.extra['torch_compile'] has the counts",
+        "(%d graph breaks compiled in this block; torch._dynamo: %s); statistics are exact, "
+        "latencies are of the split model; record.metadata.extra['torch_compile'] has the counts",
         model_name, info["graph_breaks"], first)
