@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
@@ -664,6 +665,35 @@ absl::StatusOr<GradStats> ComputeGradStats(const at::Tensor& grad) {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("computing gradient statistics: ", e.what()));
   }
+}
+
+std::vector<int64_t> ShapeOf(const at::Tensor& t) {
+  if (!t.is_nested()) {
+    const auto sizes = t.sizes();
+    return std::vector<int64_t>(sizes.begin(), sizes.end());
+  }
+  at::DisableRecordFunctionGuard quiet;
+  const std::vector<at::Tensor> parts = t.unbind(0);
+  std::vector<int64_t> shape{static_cast<int64_t>(parts.size())};
+  if (parts.empty()) return shape;
+  const auto first = parts[0].sizes();
+  shape.insert(shape.end(), first.begin(), first.end());
+  for (const at::Tensor& part : parts) {
+    const auto sizes = part.sizes();
+    for (size_t d = 0; d < sizes.size() && d + 1 < shape.size(); ++d) {
+      if (sizes[d] != shape[d + 1]) shape[d + 1] = -1;
+    }
+  }
+  return shape;
+}
+
+at::Tensor DenseElements(const at::Tensor& t) {
+  if (!t.is_nested()) return t;
+  at::DisableRecordFunctionGuard quiet;
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& part : t.unbind(0)) flat.push_back(part.reshape({-1}));
+  return flat.empty() ? at::empty({0}, t.options().layout(c10::kStrided)) : at::cat(flat);
 }
 
 }  // namespace tracetorch::agent

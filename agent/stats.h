@@ -24,8 +24,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "trace/record.h"
@@ -60,6 +62,15 @@ absl::StatusOr<GradStats> ComputeGradStats(const at::Tensor& grad);
 
 // The dtype as torch prints it: "torch.float32", "torch.int64", "torch.bool", ...
 std::string_view DtypeName(c10::ScalarType type);
+
+// Nested tensors (torch.nested; nn.TransformerEncoder's fast path makes them from a padding mask)
+// have no sizes() or strides(). ShapeOf: sizes() of a dense tensor; of a nested one its shape with
+// -1 for each ragged dimension ([3, -1, 32]: three sequences of 32-wide rows). DenseElements: a
+// dense tensor itself; a nested one's elements as one dense 1-D tensor (its components flattened,
+// in order, made without recording ops): what statistics and NaN/Inf counts are taken over. Both
+// may throw c10::Error.
+std::vector<int64_t> ShapeOf(const at::Tensor& t);
+at::Tensor DenseElements(const at::Tensor& t);
 
 // True for the dtypes whose statistics are computed (float32/64, float16, bfloat16).
 bool IsStatsDtype(c10::ScalarType type);

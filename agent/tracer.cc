@@ -199,6 +199,11 @@ std::optional<NanOrigin> Tracer::nan_origin() const {
 // ---- Forward ------------------------------------------------------------------------------------
 
 TensorInfo Tracer::Describe(const at::Tensor& t, std::shared_ptr<DeferredStats>* deferred) {
+  if (t.is_nested()) {  // Statistics over its elements; its shape with -1 where it is ragged.
+    TensorInfo info = Describe(DenseElements(t), deferred);
+    info.shape = ShapeOf(t);
+    return info;
+  }
   deferred->reset();
   TensorInfo info;
   const auto sizes = t.sizes();

@@ -52,8 +52,7 @@ std::string_view StripNamespace(std::string_view name) {
 
 TensorInfo Describe(const at::Tensor& t) {
   TensorInfo info;
-  const auto sizes = t.sizes();
-  info.shape.assign(sizes.begin(), sizes.end());
+  info.shape = agent::ShapeOf(t);  // -1 where a nested tensor is ragged.
   info.dtype = std::string(agent::DtypeName(t.scalar_type()));
   info.device = t.device().is_cpu() ? std::string("cpu") : t.device().str();
   return info;
@@ -131,7 +130,8 @@ OpRecorder::OpRecorder(OpRecorderOptions options)
 
 OpRecorder::~OpRecorder() { Stop(); }
 
-void OpRecorder::Measure(const at::Tensor& t, TensorInfo* info) const {
+void OpRecorder::Measure(const at::Tensor& tensor, TensorInfo* info) const {
+  const at::Tensor t = agent::DenseElements(tensor);  // A nested tensor's elements.
   if (options_.nonfinite_only) {
     info->nonfinite = CountNonFinite(t);
     return;

@@ -200,9 +200,12 @@ def test_autocast_bf16_on_cpu_records_bf16_with_exact_statistics():
             F.cross_entropy(out.float(), y).backward()
             opt.step()
     assert session.hook_errors == 0
-    fc = layers(session)["3"]
+    by_name = layers(session)
+    fc = by_name["3"]
     assert fc.outputs[0].dtype == "torch.bfloat16" and seen["fc"].dtype == torch.bfloat16
-    assert fc.inputs[0].dtype == "torch.float32"  # Autocast casts inside the op.
+    # Autocast casts inside the op: the conv takes the float32 batch and gives bf16 onwards.
+    assert by_name["0"].inputs[0].dtype == "torch.float32"
+    assert by_name["0"].outputs[0].dtype == fc.inputs[0].dtype == "torch.bfloat16"
     ref = seen["fc"].double()
     stats = fc.outputs[0].stats
     assert stats.mean == pytest.approx(ref.mean().item(), rel=1e-6, abs=1e-9)

@@ -127,6 +127,8 @@ def test_a_compiled_submodule_is_named_as_the_eager_one(setup):
         eager(data[0][0]).sum().backward()
     names = [l.full_name for l in session.record.layers]
     assert "blocks.0.fc1" in names and "blocks" in names
+    types = {l.full_name: l.module_type for l in session.record.layers}
+    assert types["blocks"] == "Sequential"  # The compiled module's own type, not the wrapper's.
     assert not any("_orig_mod" in n for n in names)
     assert session.hook_errors == 0
     assert session.record.metadata.extra["torch_compile"]["graph_breaks"] > 0

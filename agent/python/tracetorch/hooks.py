@@ -106,6 +106,11 @@ def _is_compiled(module: torch.nn.Module) -> bool:
     return cls is not None and isinstance(module, cls)
 
 
+def _uncompiled(module: torch.nn.Module) -> torch.nn.Module:
+    """The module a ``torch.compile`` wrapper compiles (``_orig_mod``), else ``module``."""
+    return module._orig_mod if _is_compiled(module) else module
+
+
 def _named_layers(model: torch.nn.Module) -> list:
     """(full name, module) of every module under ``model``, as ``named_modules`` (each once, the
     root excluded), except that a ``torch.compile``'d module's inner module (``_orig_mod``) is not a
@@ -207,16 +212,17 @@ class HookManager:
         if children:
             targets.append((self._model, -1, True))
             for full_name, module in children:
+                inner = _uncompiled(module)  # A compiled module is recorded as what it compiles.
                 layer_id = engine.declare_layer(
                     full_name.rsplit(".", 1)[-1],
-                    type(module).__name__,
+                    type(inner).__name__,
                     full_name,
                     full_name.count(".") + 1,
-                    _direct_params(module),
+                    _direct_params(inner),
                 )
                 targets.append((module, layer_id, False))
         else:
-            inner = self._model._orig_mod if _is_compiled(self._model) else self._model
+            inner = _uncompiled(self._model)
             name = type(inner).__name__
             layer_id = engine.declare_layer(name, name, name, 0, _direct_params(inner))
             targets.append((self._model, layer_id, True))
