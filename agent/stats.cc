@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
@@ -55,6 +56,9 @@ struct Moments {
   int64_t finite = 0;
   int64_t nan = 0;
   int64_t inf = 0;
+  // Exact pass only: what tells a mask (trace/nonfinite.h).
+  int64_t neg_inf = 0;
+  int64_t nonzero = 0;  // Finite elements that are not 0.
 
   void Merge(const Moments& o) {
     sum += o.sum;
@@ -64,6 +68,8 @@ struct Moments {
     finite += o.finite;
     nan += o.nan;
     inf += o.inf;
+    neg_inf += o.neg_inf;
+    nonzero += o.nonzero;
   }
 };
 
@@ -131,7 +137,10 @@ TT_ALWAYS_INLINE void ExactMomentsBody(const T* p, int64_t n, double shift, bool
       ++m->nan;
     } else if (std::isinf(x)) {
       ++m->inf;
-    } else if (with_moments) {
+      m->neg_inf += x < 0 ? 1 : 0;
+    } else {
+      m->nonzero += x != 0 ? 1 : 0;
+      if (!with_moments) continue;
       const double d = x - shift;
       m->sum += d;
       m->sumsq += d * d;
@@ -441,6 +450,10 @@ TensorStats Finish(const Moments& m, double shift, bool with_moments) {
   TensorStats s;
   s.nan_count = m.nan;
   s.inf_count = m.inf;
+  if (m.nan + m.inf > 0) {  // The mask facts, for a tensor that holds NaN/Inf (the exact pass).
+    s.neg_inf_count = m.neg_inf;
+    s.finite_all_zero = m.nonzero == 0;
+  }
   if (with_moments && m.finite > 0) {
     const double n = static_cast<double>(m.finite);
     const double dmean = m.sum / n;
@@ -509,6 +522,13 @@ bool IsPlainCpu(const at::Tensor& t) {
 }
 
 }  // namespace
+
+at::Tensor DenseView(const at::Tensor& t) {
+  if (!t.defined() || !t.is_nested()) return t;
+  at::NoGradGuard no_grad;
+  at::DisableRecordFunctionGuard quiet;  // Our work is no op of the model's (agent/ops).
+  return t.detach().to_padded_tensor(0);
+}
 
 bool IsStatsDtype(c10::ScalarType type) {
   switch (type) {
@@ -607,6 +627,13 @@ absl::StatusOr<TensorStats> ComputeTensorStatsWithAten(const at::Tensor& tensor,
     const at::Tensor counts = at::stack({at::isnan(x).sum(), at::isinf(x).sum()}).to(at::kCPU);
     s.nan_count = counts[0].item<int64_t>();
     s.inf_count = counts[1].item<int64_t>();
+    if (s.nan_count + s.inf_count > 0) {  // The mask facts (trace/nonfinite.h).
+      const at::Tensor facts = at::stack({at::eq(x, -std::numeric_limits<double>::infinity()).sum(),
+                                          at::logical_and(at::isfinite(x), at::ne(x, 0)).sum()})
+                                   .to(at::kCPU);
+      s.neg_inf_count = facts[0].item<int64_t>();
+      s.finite_all_zero = facts[1].item<int64_t>() == 0;
+    }
     if (mode == StatsMode::kNonFiniteOnly) return s;
     const at::Tensor finite = s.nan_count + s.inf_count == 0
                                   ? x.reshape({-1}).to(at::kDouble)

@@ -14,6 +14,8 @@
 //    mkldnn) give all-null statistics with zero counts (TensorStats{}); meta tensors likewise.
 // With StatsMode::kNonFiniteOnly mean/std/min/max are left null and only the NaN/Inf counts are
 // produced: one finiteness pass, and a counting pass only when the tensor is not all finite.
+// A tensor that holds a NaN or an Inf also gets, from that exact pass, the facts that tell a mask
+// (trace/nonfinite.h): neg_inf_count and finite_all_zero (0 and false for a finite tensor).
 //
 // Errors: never throws. A libtorch error (c10::Error) becomes Internal; an undefined tensor is
 // InvalidArgument.
@@ -57,6 +59,12 @@ struct GradStats {
   bool all_zero = false;
 };
 absl::StatusOr<GradStats> ComputeGradStats(const at::Tensor& grad);
+
+// The dense tensor whose statistics and shape describe `t`: a nested tensor (what
+// nn.TransformerEncoder's fast path passes between its layers with src_key_padding_mask) padded
+// with zeros to its largest sequence (its statistics then count the padding's zeros); any other
+// tensor itself. Throws what libtorch throws.
+at::Tensor DenseView(const at::Tensor& t);
 
 // The dtype as torch prints it: "torch.float32", "torch.int64", "torch.bool", ...
 std::string_view DtypeName(c10::ScalarType type);

@@ -16,12 +16,17 @@
 //    Hooks never wrap or replace tensors, so in-place ops on outputs keep working, and they return
 //    the gradients they are given untouched. One hook per node serves every call that listens on
 //    it;
-//  - tracks where a non-finite value first appeared (NanOrigin): the model input (checked at the
-//    root's BeginCall), else the first layer whose inputs were all finite and whose outputs were
-//    not. If a forward ends with no such layer but some layer saw a non-finite input (the value
-//    came from code between modules), that layer is named (the first such call in call order).
-//    In a deferred session (below) this is decided when the calls' statistics are collected, in
-//    the order the hooks ran, with the same rules: nan_origin() is known after the collection;
+//  - tracks where non-finite trouble first appeared (NanOrigin), by the rule of trace/nonfinite.h
+//    (a NaN anywhere, an Inf outside a mask in a layer's or the model's output or in a gradient):
+//    it feeds a LayerOriginFinder the root call's inputs, each layer call as it ends, the root
+//    call's outputs (also measured for a root that is no layer) and each backward sample. In a
+//    deferred session (below) this is decided when the calls' statistics are collected, in the
+//    order the hooks ran, with the same rules: nan_origin() is known after the collection;
+//  - a module call made while autograd's engine runs a backward on this thread (activation
+//    checkpointing recomputing a forward) is a recomputation, not a forward: it is left out of
+//    forward_count, the latencies, the layer's latest tensors and the NaN origin (no statistics
+//    are computed), its backward is still measured (the recomputed graph is what the backward
+//    runs through), and the session counts it (metadata extra "recomputed_calls");
 //  - a tensor not on the CPU (CUDA) is reduced by ATen kernels on its device and current stream
 //    into a small float64 tensor copied non-blocking to pinned host memory (deferred_stats.h), and
 //    a CUDA event after the copy says when it is readable; gradients likewise. No hook waits for
@@ -102,6 +107,7 @@
 #include "guest/hook_guard.h"
 #include "trace/aggregator.h"
 #include "trace/anomaly.h"
+#include "trace/nonfinite.h"
 #include "trace/record.h"
 
 namespace torch::autograd {
@@ -227,6 +233,11 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // that race on one uncached tensor may both reduce it: both count). Lock-free.
   int64_t tensor_reductions() const;
   std::optional<NanOrigin> nan_origin() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The op level's origin (ops::NanOpWatch::Resolve): taken as the session's NaN origin when it
+  // has none yet (trouble the layers did not see), or its op fields when it is the same origin
+  // (LayerOriginFinder::Adopt); the sink is told. Returns whether the origin changed. No-op in a
+  // forked child.
+  bool AdoptNanOrigin(NanOrigin origin) ABSL_LOCKS_EXCLUDED(mu_);
   // Forward and backward samples waiting for their device work (not yet in the record).
   // Lock-free.
   int64_t results_in_flight() const;
@@ -243,14 +254,13 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   struct CallState {
     LayerId layer = kNoLayer;
     bool is_root = false;
+    bool recompute = false;  // Made by autograd's engine during a backward (checkpointing).
     bool in_use = false;
     uint32_t generation = 0;
     std::vector<TensorInfo> inputs;
     // Beside `inputs` (deferred sessions): the statistics the device is still computing (null:
     // already in `inputs`).
     std::vector<std::shared_ptr<DeferredStats>> input_stats;
-    bool inputs_finite = true;
-    bool inputs_have_nan = false;
     int64_t step = 0;
     uint64_t seq = 0;  // Order of BeginCall among the session's calls.
     Clock::time_point start;
@@ -303,8 +313,6 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   struct InputScan {
     std::vector<TensorInfo> infos;  // Kept only for a declared layer or a root call.
     std::vector<std::shared_ptr<DeferredStats>> stats;  // Beside `infos` (null: in `infos`).
-    bool finite = true;
-    bool have_nan = false;
     std::shared_ptr<torch::autograd::Node> input_node;
     uint32_t input_nr = 0;
     std::optional<c10::Device> cuda_device;
@@ -315,9 +323,7 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   struct OutputScan {
     std::vector<TensorInfo> infos;
     std::vector<std::shared_ptr<DeferredStats>> stats;  // Beside `infos` (null: in `infos`).
-    bool finite = true;
-    bool have_nan = false;
-    const at::Tensor* grad_output = nullptr;  // The first output that requires grad.
+    const at::Tensor* grad_output = nullptr;            // The first output that requires grad.
     std::optional<c10::Device> cuda_device;
     std::optional<DeviceMemory> mem_after;
   };
@@ -326,13 +332,15 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
 
   bool ForkedChild() const { return fork_owner_.InForkedChild(); }
   // Takes a free call slot for a new call and resets it; kNoCall when too many calls are open.
-  CallId OpenCall(LayerId layer, bool is_root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Describes the call's inputs, checks them for NaN/Inf and captures the gradient edge, the CUDA
-  // memory and timer. Without mu_.
-  InputScan ScanInputs(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs)
+  CallId OpenCall(LayerId layer, bool is_root, bool recompute) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Describes the call's inputs (a recomputation's only for its gradient edge) and captures the
+  // gradient edge, the CUDA memory and timer. Without mu_.
+  InputScan ScanInputs(LayerId layer, bool is_root, bool recompute,
+                       absl::Span<const at::Tensor> inputs) ABSL_LOCKS_EXCLUDED(mu_);
+  // Describes the call's outputs (`describe` false: only finds the output the backward starts
+  // from). Without mu_.
+  OutputScan ScanOutputs(absl::Span<const at::Tensor> outputs, bool describe)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Describes the call's outputs. Without mu_.
-  OutputScan ScanOutputs(absl::Span<const at::Tensor> outputs) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the inputs' scan into the call (NaN origin bookkeeping); then starts the clock.
   void RecordInputs(CallState& c, InputScan scan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the forward sample of `c` (outputs, NaN origin, backward hooks).
@@ -364,8 +372,8 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   void RegisterBackward(CallState& call, const at::Tensor& output)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DetachHooks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the sink the origin when a feed of origin_finder_ just decided it (`found`).
+  void NoteOrigin(bool found) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a forward sample to the sink, then aggregates it.
   absl::Status AddForwardSample(LayerId layer, int64_t step, ForwardSample sample) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -400,9 +408,11 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   void DeferForward(CallState& c, ForwardSample sample,
                     std::vector<std::shared_ptr<DeferredStats>> output_stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues a root call's begin (with its inputs, the model input check) or end, in a deferred
-  // session; not counted in results_in_flight.
-  void PushRootMarker(const CallState& c, PendingForward::Kind kind, std::vector<TensorInfo> inputs)
+  // Queues a root call's begin (with its inputs, the model input check) or end (with its
+  // outputs), in a deferred session; not counted in results_in_flight. `stats`: beside `tensors`.
+  void PushRootMarker(const CallState& c, PendingForward::Kind kind,
+                      std::vector<TensorInfo> tensors,
+                      std::vector<std::shared_ptr<DeferredStats>> stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a backward sample whose gradient statistics are on the device.
   void DeferBackward(const BackwardCall& bc, BackwardSample sample,
@@ -457,13 +467,10 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::vector<uint32_t> free_calls_ ABSL_GUARDED_BY(mu_);
   int32_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  // Mutable: a deferred session decides it at collection, which const snapshots do.
-  mutable std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
-  // First layer of the current root forward that saw a non-finite input (fallback origin).
-  std::optional<NanOrigin> origin_candidate_ ABSL_GUARDED_BY(mu_);
-  // The same, at collection in a deferred session (the candidate's BeginCall order).
-  mutable std::optional<NanOrigin> collect_candidate_ ABSL_GUARDED_BY(mu_);
-  mutable uint64_t collect_candidate_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t recomputed_calls_ ABSL_GUARDED_BY(mu_) = 0;  // Since Start().
+  // The NaN origin (trace/nonfinite.h). Mutable: a deferred session decides it at collection,
+  // which const snapshots do.
+  mutable LayerOriginFinder origin_finder_ ABSL_GUARDED_BY(mu_);
   uint64_t call_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<const torch::autograd::Node*, std::weak_ptr<NodeListeners>> nodes_
       ABSL_GUARDED_BY(mu_);

@@ -133,6 +133,9 @@ void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample
     return;
   }
   NotifySink("event_sink", [&](EventSink& sink) { sink.OnBackward(layer, step, sample); });
+  if (static_cast<size_t>(layer) < layer_names_.size()) {
+    NoteOrigin(origin_finder_.Backward(layer_names_[layer], step, sample));
+  }
 }
 
 std::optional<GradStats> Tracer::ReduceGrad(const at::Tensor& grad,

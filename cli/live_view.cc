@@ -159,7 +159,9 @@ std::string LayerValues(const LayerTrace& layer, const LayerSeries* series,
   std::string out = absl::StrJoin(cells, "  ");
   absl::StrAppend(&out, " ", SeverityMark(worst, style));
   if (layer.has_nan) absl::StrAppend(&out, " ", Paint("NaN out", Color::kRed, style));
-  if (layer.has_inf) absl::StrAppend(&out, " ", Paint("Inf out", Color::kRed, style));
+  if (layer.has_inf && !layer.inf_in_masks_only) {
+    absl::StrAppend(&out, " ", Paint("Inf out", Color::kRed, style));
+  }
   if (layer.grad_has_nan) absl::StrAppend(&out, " ", Paint("NaN grad", Color::kRed, style));
   return out;
 }

@@ -84,7 +84,11 @@ std::string LayerLine(const LayerTrace& layer, std::string_view display_name,
     parts.push_back(absl::StrCat("grad_norm: ", FormatFixed(*layer.grad_norm, 4)));
   }
   if (layer.has_nan) parts.push_back(Paint("NaN in output", Color::kRed, style));
-  if (layer.has_inf) parts.push_back(Paint("Inf in output", Color::kRed, style));
+  // A mask's -inf is no trouble (trace/nonfinite.h): said, not painted.
+  if (layer.has_inf) {
+    parts.push_back(layer.inf_in_masks_only ? std::string("-inf masks in output")
+                                            : Paint("Inf in output", Color::kRed, style));
+  }
   if (layer.grad_has_nan) parts.push_back(Paint("NaN in gradient", Color::kRed, style));
   if (layer.outputs.empty()) parts.push_back("Output: none");
   for (const TensorInfo& output : layer.outputs) {
@@ -149,7 +153,8 @@ std::string RenderModelPanel(const TraceRecord& record, const Style& style,
     const NanOrigin& origin = *meta.nan_origin;
     panel.rows.emplace_back("NaN origin",
                             absl::StrCat(Sanitize(origin.layer), " at step ", origin.step, " (",
-                                         origin.is_nan ? "NaN" : "Inf", ")"));
+                                         origin.is_nan ? "NaN" : "Inf",
+                                         origin.backward ? ", in the backward" : "", ")"));
     if (!origin.op.empty()) {
       panel.rows.emplace_back("NaN origin op",
                               absl::StrCat(Sanitize(origin.op), " (", Sanitize(origin.op_func),
@@ -212,8 +217,14 @@ std::string RenderNanOriginOp(const TraceRecord& record, const Style& style) {
   }
   const std::string step = graph->step ? absl::StrCat(" at step ", *graph->step) : "";
   if (!graph->nan_origin) {
+    const bool backward =
+        record.metadata.nan_origin.has_value() && record.metadata.nan_origin->backward;
     return absl::StrCat("NaN origin op: none in the op graph kept", step, " (", graph->ops.size(),
-                        " ops): the non-finite value entered with an input\n");
+                        " ops): ",
+                        backward ? "the NaN was born in the backward, and no op of its layer held "
+                                   "a non-finite value in the forward"
+                                 : "the non-finite value entered with an input",
+                        "\n");
   }
   const OpNode& origin = graph->ops[*graph->nan_origin];
   Table table;

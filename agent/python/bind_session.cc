@@ -279,6 +279,8 @@ class SessionEngine {
     const bool watching = flusher_ != nullptr;
     StopWatch();
     tracer_->Stop();
+    // The last step's backward may have named an origin the op watch keeps a graph for.
+    guest::GuardHook(tracer_->errors(), "ops_end", [&] { OpsSync(); });
     // Bounded: the daemon gets ~1 s to take the rest; what it did not take is counted as dropped.
     CloseStream(kCloseWaitS, total_time_ms);
     absl::StatusOr<TraceRecord> record = tracer_->Finalize(total_time_ms);
@@ -390,6 +392,7 @@ class SessionEngine {
   void OpsPre(int layer, bool is_root, int64_t call, const TensorList& tensors) {
     if (is_root) {
       if (!ops_stack_.empty()) return;  // A nested root call: part of the open step.
+      OpsSync();                        // The previous step's backward may have named an origin.
       const std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
       watch_->BeginStep(tracer_->steps() - 1, inputs);
       if (watch_->recording()) ops_stack_.push_back(OpenCall{call, -1, /*root=*/true});
@@ -421,11 +424,18 @@ class SessionEngine {
       watch_->AbortStep();
     }
     if (watch_->hook_errors() > errors) tracer_->errors().Record("ops", watch_->first_error());
-    if (watch_->kept() != nullptr && sink_ != nullptr) {  // Kept just now: stream it once.
-      std::optional<NanOrigin> origin = tracer_->nan_origin();
-      if (origin) watch_->Annotate(&*origin);
-      sink_->SendOpGraph(origin, watch_->kept_json());
-    }
+    OpsSync();
+  }
+
+  // Before and after each watched step and at the end: tells the op watch the layer trace's
+  // origin (a backward origin keeps its step's graph); a graph kept just now gives the session
+  // its origin when the layers have none, and is streamed once.
+  void OpsSync() {
+    if (watch_ == nullptr) return;
+    std::optional<std::optional<NanOrigin>> report = watch_->TakeReport(tracer_->nan_origin());
+    if (!report) return;
+    if (*report) tracer_->AdoptNanOrigin(**report);
+    if (sink_ != nullptr) sink_->SendOpGraph(*report, watch_->kept_json());
   }
 
   std::optional<client::DaemonClientStats> StreamStats() const {

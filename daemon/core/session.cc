@@ -77,6 +77,9 @@ LayerTrace MergeLayer(const LayerTrace& a, const LayerTrace& b) {
   out.forward_count = a.forward_count + b.forward_count;
   out.has_nan = a.has_nan || b.has_nan;
   out.has_inf = a.has_inf || b.has_inf;
+  out.inf_in_masks_only = a.has_inf && b.has_inf ? a.inf_in_masks_only && b.inf_in_masks_only
+                          : a.has_inf            ? a.inf_in_masks_only
+                                                 : b.inf_in_masks_only;
   if (b.backward_count > 0) {
     out.grad_norm = b.grad_norm;
     out.grad_mean = b.grad_mean;
@@ -288,13 +291,16 @@ void Session::ApplyForwardLocked(const protocol::wire::ForwardFields& e,
   s.tensors_omitted = true;
   s.outputs_had_nan = e.outputs_have_nan;
   s.outputs_had_inf = e.outputs_have_inf;
+  s.outputs_inf_in_masks_only = e.outputs_inf_in_masks_only;
   s.mem_alloc_delta = e.mem_alloc_delta;
   s.mem_reserved_delta = e.mem_reserved_delta;
   LayerHistory& history = history_[static_cast<size_t>(id)];
   const bool history_was_empty = history.points().empty();
   const uint64_t thinnings = history.thinnings();
+  // A point is marked when the step's outputs carried trouble (trace/nonfinite.h): masks are not.
   history.RecordForward(e.step, s.latency_ms, e.first_output_std,
-                        e.outputs_have_nan || e.outputs_have_inf, changes_);
+                        e.outputs_have_nan || (e.outputs_have_inf && !e.outputs_inf_in_masks_only),
+                        changes_);
   TouchLayerLocked(id, history_was_empty, thinnings);
   if (absl::Status st = agg.AddForward(id, std::move(s)); !st.ok()) {
     RejectLocked(e.layer_id, out);

@@ -95,8 +95,16 @@ def _class_forward(module: torch.nn.Module) -> Any:
     return type(module).forward.__get__(module)
 
 
-def _direct_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters(recurse=False))
+def _direct_params(module: torch.nn.Module, seen: set) -> int:
+    """Elements of the module's own parameters not counted for an earlier module: a parameter
+    shared by several modules (tied weights) counts for the first that owns it, in named_modules
+    order, as ``model.parameters()`` lists it, so the layers add up to the model."""
+    total = 0
+    for p in module.parameters(recurse=False):
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
 
 
 class _ForwardHandle:
@@ -166,6 +174,8 @@ class HookManager:
         engine = self._engine
         children = [(n, m) for n, m in self._model.named_modules() if n]
         targets = []
+        seen: set = set()  # Parameters already counted (tied weights count once).
+        root_params = _direct_params(self._model, seen)
         if children:
             targets.append((self._model, -1, True))
             for full_name, module in children:
@@ -174,12 +184,12 @@ class HookManager:
                     type(module).__name__,
                     full_name,
                     full_name.count(".") + 1,
-                    _direct_params(module),
+                    _direct_params(module, seen),
                 )
                 targets.append((module, layer_id, False))
         else:
             name = type(self._model).__name__
-            layer_id = engine.declare_layer(name, name, name, 0, _direct_params(self._model))
+            layer_id = engine.declare_layer(name, name, name, 0, root_params)
             targets.append((self._model, layer_id, True))
         for module, layer_id, is_root in targets:
             if isinstance(module, torch.jit.ScriptModule):

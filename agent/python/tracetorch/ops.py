@@ -573,9 +573,27 @@ def trace(model: torch.nn.Module, *args: Any, save: Any = _ALL,
         warnings.warn(f"tracetorch: {recorder.hook_errors} op capture error(s), the trace may miss "
                       f"ops; the first: {recorder.first_error}", RuntimeWarning, stacklevel=2)
     result = OpTrace(recorder.graph(), dict(recorder.saved_all()), output, inputs)
-    result._call = (args, kwargs)  # For the replay (trace.audit): the same call, the same RNG.
-    result._rng_state = rng_state
+    result._call = (args, kwargs)  # For the replay (trace.audit): the same call, the same RNG,
+    result._rng_state = rng_state  # the same autocast.
+    result._autocast = _autocast_state()
     return result
+
+
+def _autocast_state() -> Dict[str, Any]:
+    """{device_type: dtype} of the autocast regions active now (torch.autocast)."""
+    state: Dict[str, Any] = {}
+    for device in ("cpu", "cuda"):
+        try:  # torch >= 2.4 takes the device type.
+            enabled = torch.is_autocast_enabled(device)
+            dtype = torch.get_autocast_dtype(device) if enabled else None
+        except (TypeError, AttributeError):  # torch 1.13 .. 2.3.
+            enabled = (torch.is_autocast_cpu_enabled() if device == "cpu"
+                       else torch.is_autocast_enabled())
+            dtype = (torch.get_autocast_cpu_dtype() if device == "cpu"
+                     else torch.get_autocast_gpu_dtype()) if enabled else None
+        if enabled:
+            state[device] = dtype
+    return state
 
 
 def _hook(recorder: Any, path: str, mod: torch.nn.Module) -> list:

@@ -21,14 +21,17 @@ block waits at most about one second for the daemon. ``daemon=False`` never stre
 
 Op-level NaN origin: with ``ops="on_nan"`` every step's forward (one call of the root model: what
 ``steps`` counts) is also recorded operation by operation (``tl.trace``'s engine, no tensors kept,
-only NaN/Inf counts per op output) until the FIRST step in which an op produced a NaN or an Inf.
-That step's op graph is kept in the record (``record.op_graph``, the JSON document ``tl.load``
-reads; exported as the record's ``"op_graph"`` member) and ``record.metadata.nan_origin`` names the
-op where the value entered (finite inputs, non-finite output): ``op`` (its label), ``op_func``,
-``op_module``. A clean step's graph is dropped when its forward returns; after the first NaN step
-no more ops are recorded (the first origin is what matters). The backward is not recorded: a NaN
-born in a gradient has no op origin. It works with ``capture_stats=False`` too (the op recorder
-only ever counts NaN/Inf).
+only NaN/Inf counts per op output) until the FIRST step in which non-finite trouble mattered (a
+NaN, or an Inf outside a mask that reached a module's or the model's output: an attention mask's
+-inf that softmax absorbs does not stop it). That step's op graph is kept in the record
+(``record.op_graph``, the JSON document ``tl.load`` reads; exported as the record's ``"op_graph"``
+member) and ``record.metadata.nan_origin`` names the op where it entered: ``op`` (its label),
+``op_func``, ``op_module``. A clean step's graph is dropped when the next step begins; after the
+first such step no more ops are recorded (the first origin is what matters). The backward is not
+recorded: for a NaN born in a gradient the layer trace names the layer (``nan_origin.backward``)
+and the op is the first op of that layer whose forward output held a value the forward absorbed,
+when there is one. It works with ``capture_stats=False`` too (the op recorder only ever counts
+NaN/Inf).
 
 Guest rules: tracing never raises into the traced code (native failures are counted in the record's
 metadata ``hook_errors`` and logged once per cause through the ``tracetorch`` logger), outputs and
@@ -194,7 +197,8 @@ class TraceSession:
 
     @property
     def op_graph(self) -> Any:
-        """With ``ops="on_nan"``: the op graph kept at the first step with a NaN/Inf, as a
+        """With ``ops="on_nan"``: the op graph kept at the first step where NaN/Inf trouble
+        mattered (or whose backward made it), as a
         ``tracetorch.OpTrace`` (no tensors: what ``tl.load`` gives); None while none was kept."""
         text = self.record.op_graph_json
         if not text:
