@@ -145,6 +145,18 @@ bool LayerOriginFinder::Set(NanOrigin origin) {
   return true;
 }
 
+bool LayerOriginFinder::Adopt(NanOrigin origin) {
+  if (!origin_) return Set(std::move(origin));
+  if (!origin_->op.empty() || origin.op.empty() || origin_->layer != origin.layer ||
+      origin_->step != origin.step || origin_->backward != origin.backward) {
+    return false;
+  }
+  origin_->op = std::move(origin.op);
+  origin_->op_func = std::move(origin.op_func);
+  origin_->op_module = std::move(origin.op_module);
+  return true;
+}
+
 bool LayerOriginFinder::RootBegin(int64_t step, const std::vector<TensorInfo>& inputs) {
   input_trouble_ = false;
   mattered_ = false;

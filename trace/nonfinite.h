@@ -111,9 +111,11 @@ class LayerOriginFinder {
   bool Backward(std::string_view layer, int64_t step, const BackwardSample& sample);
   // The backward of the step is over: a troubled gradient no layer made is the loss's.
   bool EndBackward();
-  // An origin found by another finder of the same run (the op level, for trouble that never
-  // reached a layer's boundary: a NaN absorbed inside a module), when none is known yet.
-  bool Adopt(NanOrigin origin) { return Set(std::move(origin)); }
+  // An origin found by another finder of the same run (the op level): taken when none is known
+  // yet (trouble that never reached a layer's boundary: a NaN absorbed inside a module), or, when
+  // it is the known origin (same layer, step and pass) naming its op, the op fields taken from
+  // it. Returns whether the origin changed.
+  bool Adopt(NanOrigin origin);
 
   const std::optional<NanOrigin>& origin() const { return origin_; }
   void Reset() { *this = LayerOriginFinder(); }

@@ -316,6 +316,29 @@ TEST(LayerOriginFinder, TroubleBornInTheBackward) {
   EXPECT_TRUE(loss.origin()->backward);
 }
 
+TEST(LayerOriginFinder, AdoptsAnOriginOrItsOpOnly) {
+  LayerOriginFinder none;
+  NanOrigin absorbed{"blocks.0.mlp", 3, true};
+  absorbed.op = "log_1_20";
+  EXPECT_TRUE(none.Adopt(absorbed));  // The op level saw what the layers did not.
+  EXPECT_EQ(*none.origin(), absorbed);
+
+  LayerOriginFinder known;
+  known.RootBegin(2, {kFinite});
+  known.CallEnd("blocks.1.mlp", 2, 1, {kFinite}, {kNan});
+  NanOrigin named{"blocks.1.mlp", 2, true};
+  named.op = "log_1_30";
+  named.op_func = "log";
+  named.op_module = "blocks.1.mlp";
+  NanOrigin elsewhere = named;
+  elsewhere.layer = "blocks.0";
+  EXPECT_FALSE(known.Adopt(elsewhere));  // Another origin: the first stays.
+  EXPECT_TRUE(known.origin()->op.empty());
+  EXPECT_TRUE(known.Adopt(named));  // The same origin, now with its op.
+  EXPECT_EQ(*known.origin(), named);
+  EXPECT_FALSE(known.Adopt(named));
+}
+
 // ---- Aggregation, anomalies, files --------------------------------------------------------------
 
 TEST(NonFiniteRecord, MaskLayersRaiseNoAnomalyAndOthersDo) {
