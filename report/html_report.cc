@@ -19,6 +19,32 @@
 namespace tracetorch::report {
 namespace {
 
+// "key": value, one member of the object being written.
+void Field(JsonWriter& w, std::string_view key, std::string_view value) {
+  w.PlainKey(key);
+  w.String(value);
+}
+void Field(JsonWriter& w, std::string_view key, const char* value) {
+  Field(w, key, std::string_view(value));
+}
+void Field(JsonWriter& w, std::string_view key, int64_t value) {
+  w.PlainKey(key);
+  w.Int(value);
+}
+void Field(JsonWriter& w, std::string_view key, int value) { Field(w, key, int64_t{value}); }
+void Field(JsonWriter& w, std::string_view key, double value) {
+  w.PlainKey(key);
+  w.Double(value);
+}
+void Field(JsonWriter& w, std::string_view key, const std::optional<double>& value) {
+  w.PlainKey(key);
+  w.OptDouble(value);
+}
+void Field(JsonWriter& w, std::string_view key, bool value) {
+  w.PlainKey(key);
+  w.Bool(value);
+}
+
 std::optional<double> FirstOutputStat(const LayerTrace& l, bool mean) {
   if (l.outputs.empty() || !l.outputs.front().stats.has_value()) return std::nullopt;
   return mean ? l.outputs.front().stats->mean : l.outputs.front().stats->std;
@@ -117,14 +143,10 @@ void WriteAnomalies(JsonWriter& w, const std::vector<Anomaly>& anomalies) {
   w.BeginArray();
   for (const Anomaly& a : anomalies) {
     w.BeginObject();
-    w.PlainKey("severity");
-    w.String(ToString(a.severity));
-    w.PlainKey("type");
-    w.String(TypeName(a));
-    w.PlainKey("layer");
-    w.String(a.layer);
-    w.PlainKey("message");
-    w.String(a.message);
+    Field(w, "severity", ToString(a.severity));
+    Field(w, "type", TypeName(a));
+    Field(w, "layer", a.layer);
+    Field(w, "message", a.message);
     w.EndObject();
   }
   w.EndArray();
@@ -136,31 +158,21 @@ void WriteNanOrigin(JsonWriter& w, const std::optional<NanOrigin>& origin) {
     return;
   }
   w.BeginObject();
-  w.PlainKey("layer");
-  w.String(origin->layer);
-  w.PlainKey("step");
-  w.Int(origin->step);
-  w.PlainKey("kind");
-  w.String(origin->is_nan ? "nan" : "inf");
-  w.PlainKey("op");
-  w.String(origin->op);
-  w.PlainKey("op_func");
-  w.String(origin->op_func);
-  w.PlainKey("op_module");
-  w.String(origin->op_module);
+  Field(w, "layer", origin->layer);
+  Field(w, "step", origin->step);
+  Field(w, "kind", origin->is_nan ? "nan" : "inf");
+  Field(w, "op", origin->op);
+  Field(w, "op_func", origin->op_func);
+  Field(w, "op_module", origin->op_module);
   w.EndObject();
 }
 
 void WriteCommon(JsonWriter& w, std::string_view kind, std::string_view title,
                  std::string_view subtitle, const ReportOptions& options) {
-  w.PlainKey("kind");
-  w.String(kind);
-  w.PlainKey("title");
-  w.String(title);
-  w.PlainKey("subtitle");
-  w.String(subtitle);
-  w.PlainKey("generator");
-  w.String(options.generator);
+  Field(w, "kind", kind);
+  Field(w, "title", title);
+  Field(w, "subtitle", subtitle);
+  Field(w, "generator", options.generator);
 }
 
 // The op graph's SVG (or why there is none) for the trace's "op_graph" member.
@@ -168,24 +180,20 @@ void WriteOpGraph(JsonWriter& w, const TraceRecord& record) {
   if (record.op_graph_json.empty()) return;
   absl::StatusOr<OpGraph> graph = ParseOpGraphJson(record.op_graph_json);
   if (!graph.ok()) {
-    w.PlainKey("op_graph_error");
-    w.String(std::string(graph.status().message()));
+    Field(w, "op_graph_error", std::string(graph.status().message()));
     return;
   }
   if (graph->step.has_value()) {
-    w.PlainKey("op_graph_step");
-    w.Int(*graph->step);
+    Field(w, "op_graph_step", *graph->step);
   }
   draw::DrawOptions options;
   options.format = draw::DrawFormat::kSvg;
   absl::StatusOr<std::string> svg = draw::DrawOpGraph(*graph, options);
   if (!svg.ok()) {
-    w.PlainKey("op_graph_error");
-    w.String(std::string(svg.status().message()));
+    Field(w, "op_graph_error", std::string(svg.status().message()));
     return;
   }
-  w.PlainKey("op_graph_svg");
-  w.String(*svg);
+  Field(w, "op_graph_svg", *svg);
 }
 
 std::string ModelName(const TraceRecord* record) {
@@ -205,26 +213,17 @@ std::string RenderTraceReport(const TraceReportInput& input, const ReportOptions
               options);
   w.PlainKey("trace");
   w.BeginObject();
-  w.PlainKey("source");
-  w.String(input.source);
+  Field(w, "source", input.source);
   w.PlainKey("meta");
   w.BeginObject();
-  w.PlainKey("model");
-  w.String(r.metadata.model_name);
-  w.PlainKey("pytorch");
-  w.String(r.metadata.pytorch_version);
-  w.PlainKey("python");
-  w.String(r.metadata.python_version);
-  w.PlainKey("platform");
-  w.String(r.metadata.platform);
-  w.PlainKey("device");
-  w.String(r.metadata.active_device);
-  w.PlainKey("cuda_available");
-  w.Bool(r.metadata.cuda_available);
-  w.PlainKey("cuda");
-  w.String(r.metadata.cuda_version);
-  w.PlainKey("total_time_ms");
-  w.OptDouble(r.metadata.total_time_ms);
+  Field(w, "model", r.metadata.model_name);
+  Field(w, "pytorch", r.metadata.pytorch_version);
+  Field(w, "python", r.metadata.python_version);
+  Field(w, "platform", r.metadata.platform);
+  Field(w, "device", r.metadata.active_device);
+  Field(w, "cuda_available", r.metadata.cuda_available);
+  Field(w, "cuda", r.metadata.cuda_version);
+  Field(w, "total_time_ms", r.metadata.total_time_ms);
   w.EndObject();
   w.PlainKey("nan_origin");
   WriteNanOrigin(w, r.metadata.nan_origin);
@@ -278,22 +277,15 @@ std::string RenderDiffReport(const DiffReportInput& input, const ReportOptions& 
               absl::StrCat(input.baseline.description, " → ", input.current.description), options);
   w.PlainKey("diff");
   w.BeginObject();
-  w.PlainKey("exit_status");
-  w.Int(input.exit_status);
-  w.PlainKey("critical");
-  w.Int(d.critical_count());
-  w.PlainKey("warning");
-  w.Int(d.warning_count());
-  w.PlainKey("info");
-  w.Int(info);
+  Field(w, "exit_status", input.exit_status);
+  Field(w, "critical", d.critical_count());
+  Field(w, "warning", d.warning_count());
+  Field(w, "info", info);
   w.PlainKey("thresholds");
   w.BeginObject();
-  w.PlainKey("latency");
-  w.Double(input.thresholds.latency);
-  w.PlainKey("grad_norm");
-  w.Double(input.thresholds.grad_norm);
-  w.PlainKey("std");
-  w.Double(input.thresholds.std);
+  Field(w, "latency", input.thresholds.latency);
+  Field(w, "grad_norm", input.thresholds.grad_norm);
+  Field(w, "std", input.thresholds.std);
   w.EndObject();
   for (const auto& [key, side, model] :
        {std::tuple<std::string_view, const DiffSide*, const std::string*>{
@@ -301,24 +293,18 @@ std::string RenderDiffReport(const DiffReportInput& input, const ReportOptions& 
         {"current", &input.current, &d.current_model}}) {
     w.PlainKey(key);
     w.BeginObject();
-    w.PlainKey("description");
-    w.String(side->description);
-    w.PlainKey("model");
-    w.String(*model);
+    Field(w, "description", side->description);
+    Field(w, "model", *model);
     w.EndObject();
   }
   w.PlainKey("entries");
   w.BeginArray();
   for (const DiffEntry& e : d.entries) {
     w.BeginObject();
-    w.PlainKey("severity");
-    w.String(ToString(e.severity));
-    w.PlainKey("kind");
-    w.String(ToString(e.kind));
-    w.PlainKey("layer");
-    w.String(e.layer);
-    w.PlainKey("message");
-    w.String(e.message);
+    Field(w, "severity", ToString(e.severity));
+    Field(w, "kind", ToString(e.kind));
+    Field(w, "layer", e.layer);
+    Field(w, "message", e.message);
     w.EndObject();
   }
   w.EndArray();

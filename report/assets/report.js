@@ -154,7 +154,7 @@
     let selected = null;
     const draw = () => {
       const first = Math.max(0, Math.floor(box.scrollTop / ROW) - 8);
-      const last = Math.min(items.length, first + Math.ceil((box.clientHeight || 480) / ROW) + 16);
+      const last = Math.min(items.length, first + Math.ceil((box.clientHeight || 20 * ROW) / ROW) + 16);
       spacer.textContent = '';
       for (let i = first; i < last; ++i) {
         const row = el('div', {cls: 'vrow ' + rowClass + (items[i] === selected ? ' selected' : '')});
@@ -167,7 +167,12 @@
     };
     box.addEventListener('scroll', () => requestAnimationFrame(draw));
     return {
-      set(next) { items = next; spacer.style.height = (items.length * ROW) + 'px'; draw(); },
+      set(next) {
+        items = next;
+        spacer.style.height = (items.length * ROW) + 'px';
+        box.style.height = Math.max(3, Math.min(items.length + 1, 20)) * ROW + 'px';
+        draw();
+      },
       select(item) { selected = item; draw(); },
       redraw: draw,
       size: () => items.length,
@@ -278,14 +283,17 @@
 
     // Charts: the slowest layers, then the selected layer's history.
     const chartsCard = card('Charts', 'charts');
+    // Leaf layers only: a container's latency holds its children's.
+    const parents = new Set();
+    for (const name of L.name) for (let d = name.lastIndexOf('.'); d > 0; d = name.lastIndexOf('.', d - 1)) parents.add(name.slice(0, d));
     const top = [];
-    for (let i = 0; i < n; ++i) if (isNum(L.lat[i])) top.push(i);
+    for (let i = 0; i < n; ++i) if (isNum(L.lat[i]) && !parents.has(L.name[i])) top.push(i);
     top.sort((a, b) => L.lat[b] - L.lat[a]);
     const grid = el('div', {cls: 'charts'});
     chartsCard.appendChild(grid);
     if (top.length) {
       const shown = top.slice(0, 15);
-      barChart(chartBox(grid, 'Slowest layers', true), 'Slowest layers: mean forward latency (ms)',
+      barChart(chartBox(grid, 'Slowest layers', true), 'Slowest leaf layers: mean forward latency (ms)',
                shown.map((i) => L.name[i]), shown.map((i) => L.lat[i]), '#3f6fd8');
     }
     const memTop = [];
@@ -340,7 +348,7 @@
       cell(row, fmtNum(val('grad', node)), 'num');
       const bad = (val('nan', node) || 0) + (val('inf', node) || 0);
       const flags = val('flags', node) || 0;
-      cell(row, node.index < 0 ? '' : bad ? String(bad) : (flags & 7) ? 'yes' : '0', 'num' + ((bad || (flags & 7)) ? ' bad' : ''));
+      cell(row, node.index < 0 ? '' : bad ? String(bad) : (flags & 7) ? 'yes' : '0', 'num' + ((bad || (flags & 7)) ? ' nonfinite' : ''));
       cell(row, fmtNum(val('std', node)), 'num');
     }, (node, ev) => {
       if (ev.target.classList.contains('toggle') && node.children.length) {
@@ -400,7 +408,8 @@
     function selectNode(node) {
       selectedNode = node;
       list.select(node);
-      if (T.history) historyCharts(historyBox, node.full, [{label: 'this run', color: '#3f6fd8', h: T.history[node.full]}]);
+      if (!T.history) return;
+      historyCharts(historyBox, node.full, [{label: 'this run', color: '#3f6fd8', h: T.history[node.full]}]);
       historyTitle.textContent = 'Per-step history: ' + node.full;
     }
     function selectLayer(name, scroll) {
@@ -453,7 +462,7 @@
   function diffReport(D) {
     const main = document.getElementById('tt-main');
     const bad = D.exit_status !== 0;
-    main.appendChild(el('div', {cls: 'banner ' + (bad ? 'bad' : 'good'), id: 'verdict'}, [
+    main.appendChild(el('div', {cls: 'banner ' + (bad ? 'verdict-bad' : 'verdict-good'), id: 'verdict'}, [
       el('h2', {text: (bad ? 'Regressions found' : 'No regressions') + ' — exit status ' + D.exit_status}),
       el('div', {cls: 'detail', text: D.critical + ' critical, ' + D.warning + ' warning, ' + D.info + ' info'})]));
     const sides = card('Compared', 'sides');
