@@ -36,8 +36,8 @@ TEST(ReportCommand, WritesOneSelfContainedPage) {
 
 TEST(ReportCommand, DiffHtmlKeepsTheTextAndTheExitCode) {
   const std::string out = Temp("diff.html");
-  const test_util::CliResult r = RunCli({"diff", Fixture("train_trace.json"),
-                                         Fixture("train_trace_perturbed.json"), "--html", out});
+  const test_util::CliResult r = RunCli(
+      {"diff", Fixture("train_trace.json"), Fixture("train_trace_perturbed.json"), "--html", out});
   EXPECT_EQ(r.code, kExitRegressions) << r.err;
   EXPECT_THAT(r.out, HasSubstr("regressions detected"));
   EXPECT_THAT(r.err, HasSubstr("HTML report written to " + out));
@@ -45,8 +45,8 @@ TEST(ReportCommand, DiffHtmlKeepsTheTextAndTheExitCode) {
   ASSERT_TRUE(html.ok()) << html.status();
   EXPECT_THAT(*html, HasSubstr("\"exit_status\":1"));
   // --json stays pure JSON on stdout.
-  const test_util::CliResult j = RunCli({"diff", Fixture("train_trace.json"),
-                                         Fixture("train_trace.json"), "--json", "--html", out});
+  const test_util::CliResult j = RunCli(
+      {"diff", Fixture("train_trace.json"), Fixture("train_trace.json"), "--json", "--html", out});
   EXPECT_EQ(j.code, kExitOk) << j.err;
   EXPECT_THAT(j.out, StartsWith("{"));
 }
@@ -86,12 +86,14 @@ TEST(ReportCommand, BadInputIsOneLineExit2) {
   ExpectOneLineError(RunCli({"report", "-o", Temp("x.html")}));
   ExpectOneLineError(RunCli({"export", Fixture("train_trace.json")}));  // --tensorboard required.
   ExpectOneLineError(RunCli({"report", "--remote", "baseline:main", "-o", Temp("x.html")}));
-  ExpectOneLineError(RunCli({"export", "--tensorboard", "/proc/nope", Fixture("train_trace.json")}));
+  ExpectOneLineError(
+      RunCli({"export", "--tensorboard", "/proc/nope", Fixture("train_trace.json")}));
 }
 
 TEST(ReportCommand, ARemoteSourceNeedsTheDaemonClient) {
   std::ostringstream out, err;
-  const CliEnvironment env{.out = &out, .err = &err};
+  const CliEnvironment env{
+      .out = &out, .err = &err, .stdout_is_tty = false, .no_color = false, .wait = {}};
   const char* argv[] = {"tracetorch", "report", "--remote", "latest", "-o", "x.html"};
   EXPECT_EQ(RunTracetorchCommand(6, argv, env, nullptr), kNeedsDaemonClient);
   EXPECT_EQ(out.str() + err.str(), "");

@@ -183,6 +183,10 @@ void WriteOpGraph(JsonWriter& w, const TraceRecord& record) {
     Field(w, "op_graph_error", std::string(graph.status().message()));
     return;
   }
+  if (graph->nan_origin.has_value() && *graph->nan_origin >= 0 &&
+      static_cast<size_t>(*graph->nan_origin) < graph->ops.size()) {
+    Field(w, "op_graph_origin_op", graph->ops[static_cast<size_t>(*graph->nan_origin)].label);
+  }
   if (graph->step.has_value()) {
     Field(w, "op_graph_step", *graph->step);
   }

@@ -431,7 +431,12 @@
     if (T.op_graph_svg || T.op_graph_error) {
       const g = card('Op graph' + (T.op_graph_step != null ? ' of step ' + T.op_graph_step : ''), 'op-graph');
       if (T.op_graph_error) g.appendChild(el('p', {cls: 'note', text: 'The op graph could not be drawn: ' + T.op_graph_error}));
-      else opGraph(g, T.op_graph_svg, T.nan_origin ? T.nan_origin.op : '');
+      else opGraph(g, T.op_graph_svg, T.op_graph_origin_op || '');
+      const o = T.nan_origin;
+      if (o && T.op_graph_step != null && o.step !== T.op_graph_step) {
+        g.insertBefore(el('p', {cls: 'note', text: 'This graph is of step ' + T.op_graph_step + ', where the op recorder first saw a non-finite value (' +
+          (T.op_graph_origin_op || 'no op') + '); the layer-level origin above is at step ' + o.step + '.'}), g.children[1]);
+      }
     }
   }
 
@@ -442,7 +447,8 @@
     if (originOp) {
       for (const g of doc.querySelectorAll('g.node')) {
         const texts = Array.from(g.querySelectorAll('text')).map((t) => t.textContent);
-        if (!texts.includes(originOp)) continue;
+        // The op's own node, or the collapsed box whose mark names it ("Inf 66 in masked_fill_1_18").
+        if (!texts.some((t) => t === originOp || t.endsWith(' in ' + originOp))) continue;
         for (const shape of g.querySelectorAll('polygon, ellipse, path')) {
           shape.setAttribute('stroke', '#ff6d00');
           shape.setAttribute('stroke-width', '4');

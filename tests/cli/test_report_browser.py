@@ -232,7 +232,7 @@ def test_diff_report_verdict_first_with_both_histories(reports, browser):
     verdict = text(browser, "#verdict")
     assert "Regressions found — exit status 1" in verdict
     assert "critical" in verdict
-    assert browser.execute_script("return document.querySelector('main').firstElementChild.id") \
+    assert browser.execute_script("return document.querySelector('main > :not(noscript)').id") \
         == "verdict"
     assert text(browser, "#changes-critical")
     inked = inked_canvases(browser)
