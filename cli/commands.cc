@@ -23,6 +23,9 @@
 #include "cli/live_view.h"
 #include "cli/ops_command.h"
 #include "cli/render.h"
+#if TRACETORCH_HAVE_REPORT
+#include "cli/report_command.h"
+#endif
 #include "cli/source.h"
 #include "cli/terminal.h"
 #include "cli/watch.h"
@@ -80,6 +83,7 @@ struct DiffArgs {
   std::string current;
   DiffThresholds thresholds;
   bool json = false;
+  std::string html;  // --html FILE.
 };
 
 // `diff --remote [ADDR]`: an option with an optional value, on the `diff` subcommand.
@@ -208,7 +212,21 @@ int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env)
   absl::StatusOr<TraceRecord> current = Load(args.current, /*recompute=*/false, env);
   if (!current.ok()) return Fail(env, std::string(current.status().message()));
 
-  return ReportDiff(DiffRecords(*baseline, *current, args.thresholds), args.json, style, env);
+  const TraceDiff diff = DiffRecords(*baseline, *current, args.thresholds);
+  const int code = ReportDiff(diff, args.json, style, env);
+#if TRACETORCH_HAVE_REPORT
+  if (!args.html.empty()) {
+    const int written = WriteDiffHtml(args.html,
+                                      {.diff = &diff,
+                                       .baseline = {&*baseline, nullptr, args.baseline},
+                                       .current = {&*current, nullptr, args.current},
+                                       .thresholds = args.thresholds,
+                                       .exit_status = code},
+                                      env);
+    if (written != kExitOk) return written;
+  }
+#endif
+  return code;
 }
 
 // `diff --remote A B`: the option may have taken A as its address. Puts it back where it was
@@ -219,7 +237,8 @@ int RunDiffRemote(const DiffArgs& args, const RemoteDiffArgs& remote, CLI::App* 
                             .baseline = args.baseline,
                             .current = args.current,
                             .thresholds = args.thresholds,
-                            .json = args.json};
+                            .json = args.json,
+                            .html = args.html};
   if (request.current.empty()) {
     if (request.address.empty() || request.baseline.empty()) {
       return Fail(env,
@@ -364,6 +383,10 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   diff->add_option("--std-threshold", diff_args.thresholds.std,
                    "Relative change of output std to report (default 0.25)");
   diff->add_flag("--json", diff_args.json, "Print the diff as JSON");
+#if TRACETORCH_HAVE_REPORT
+  diff->add_option("--html", diff_args.html,
+                   "Also write the diff's HTML report (one self-contained file) to FILE");
+#endif
 
   WatchArgs watch_args;
   CLI::App* watch =
@@ -397,6 +420,9 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   OpsCommand ops_command(&app);
   GraphCommand graph_command(&app);
   AuditCommand audit_command(&app);
+#if TRACETORCH_HAVE_REPORT
+  ReportCommand report_command(&app);
+#endif
 
   SessionsRequest sessions_args;
   CLI::App* sessions =
@@ -445,6 +471,9 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   if (ops_command.parsed()) return ops_command.Run(style, env);
   if (graph_command.parsed()) return graph_command.Run(env);
   if (audit_command.parsed()) return audit_command.Run(env);
+#if TRACETORCH_HAVE_REPORT
+  if (report_command.parsed()) return report_command.Run(env, daemon);
+#endif
   if (watch->parsed()) return RunWatch(watch_args, style, env, daemon);
   const bool for_daemon =
       baseline_args.baseline->parsed() || sessions->parsed() || snapshot->parsed();

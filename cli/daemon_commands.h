@@ -12,9 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "cli/filter.h"
 #include "cli/text.h"
 #include "trace/diff.h"
+#include "trace/record.h"
+#include "trace/step_history.h"
 
 namespace tracetorch::cli {
 
@@ -41,6 +44,18 @@ struct RemoteDiffRequest {
   std::string current;
   DiffThresholds thresholds;
   bool json = false;
+  std::string html;  // --html FILE: also write the diff's HTML report there (report/).
+};
+
+// A session's trace with its per-step history, for `report --remote` and `export --remote`.
+struct FetchRequest {
+  std::string remote;   // Empty: the default service address; A,B,...: the daemon that has it.
+  std::string session;  // An id, or "latest".
+};
+struct FetchedTrace {
+  TraceRecord record;
+  StepHistory history;
+  std::string description;  // "session 20260101T...-1".
 };
 
 // `baseline set NAME SOURCE | list [--json] | rm NAME`, each with [--remote ADDR].
@@ -77,6 +92,8 @@ class DaemonCommands {
   virtual int Baseline(const BaselineRequest& request, const CliEnvironment& env) const = 0;
   virtual int Watch(const RemoteWatchRequest& request, const Style& style,
                     const CliEnvironment& env) const = 0;
+  // Fetches without printing; the error's message is the one line to print.
+  virtual absl::StatusOr<FetchedTrace> Fetch(const FetchRequest& request) const = 0;
 };
 
 }  // namespace tracetorch::cli

@@ -106,29 +106,44 @@ int GrpcDaemonCommands::Sessions(const SessionsRequest& request, const CliEnviro
   return kExitOk;
 }
 
-int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const {
-  std::string address = ServiceAddress(request.remote);
-  if (request.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
+namespace {
+
+// The session's snapshot from the daemon at `remote` (several: the one that lists it). The error's
+// message is the line to print.
+absl::StatusOr<v1::Snapshot> GetSessionSnapshot(const std::string& remote,
+                                                const std::string& requested) {
+  std::string address = ServiceAddress(remote);
+  if (requested.empty()) {
+    return absl::InvalidArgumentError("SESSION must not be empty (an id or 'latest')");
+  }
   // Several daemons: the one that lists the session is asked for it.
-  std::string session = request.session;
+  std::string session = requested;
   if (std::vector<std::string> addresses = SplitRemoteAddresses(address); addresses.size() > 1) {
     absl::StatusOr<SessionLocation> where = FindSessionOnDaemons(
-        ListSessionsOnDaemons(addresses, absl::Seconds(5), ConnectToDaemon), request.session);
-    if (!where.ok()) return Fail(env, std::string(where.status().message()));
+        ListSessionsOnDaemons(addresses, absl::Seconds(5), ConnectToDaemon), requested);
+    if (!where.ok()) return where.status();
     address = where->address;
     session = where->session_id;
   }
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
       ConnectToDaemon(address, absl::Seconds(5));
-  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
+  if (!rpc.ok()) return rpc.status();
   absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(session);
   if (!snapshot.ok()) {
     if (snapshot.status().code() == absl::StatusCode::kNotFound) {
-      return Fail(
-          env, absl::StrCat("unknown session '", request.session, "' (see 'tracetorch sessions')"));
+      return absl::NotFoundError(
+          absl::StrCat("unknown session '", requested, "' (see 'tracetorch sessions')"));
     }
-    return Fail(env, DescribeRemoteError(snapshot.status(), address));
+    return absl::Status(snapshot.status().code(), DescribeRemoteError(snapshot.status(), address));
   }
+  return snapshot;
+}
+
+}  // namespace
+
+int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const {
+  absl::StatusOr<v1::Snapshot> snapshot = GetSessionSnapshot(request.remote, request.session);
+  if (!snapshot.ok()) return Fail(env, std::string(snapshot.status().message()));
   const TraceRecord record = FromProto(snapshot->record());
   if (request.output.empty()) {
     PrintLine(TraceToJson(record), env);
@@ -138,6 +153,16 @@ int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnviro
     return Fail(env, absl::StrCat(request.output, ": ", s.message()));
   }
   return kExitOk;
+}
+
+absl::StatusOr<FetchedTrace> GrpcDaemonCommands::Fetch(const FetchRequest& request) const {
+  absl::StatusOr<v1::Snapshot> snapshot = GetSessionSnapshot(request.remote, request.session);
+  if (!snapshot.ok()) return snapshot.status();
+  FetchedTrace out;
+  out.record = FromProto(snapshot->record());
+  out.history = StepHistoryFromProto(snapshot->history());
+  out.description = absl::StrCat("session ", snapshot->session().session_id());
+  return out;
 }
 
 int GrpcDaemonCommands::Diff(const RemoteDiffRequest& request, const Style& style,

@@ -362,6 +362,22 @@ LatencySamples LatencySamplesFromHistory(
   return out;
 }
 
+StepHistory StepHistoryFromProto(
+    const google::protobuf::RepeatedPtrField<v1::LayerHistory>& history) {
+  StepHistory out;
+  out.layers.reserve(static_cast<size_t>(history.size()));
+  for (const v1::LayerHistory& h : history) {
+    LayerSteps& l = out.layers.emplace_back();
+    l.full_name = h.full_name();
+    l.steps.assign(h.steps().begin(), h.steps().end());
+    l.latency_ms.assign(h.latency_ms().begin(), h.latency_ms().end());
+    l.output_std.assign(h.output_std().begin(), h.output_std().end());
+    l.grad_norm.assign(h.grad_norm().begin(), h.grad_norm().end());
+    l.non_finite.assign(h.non_finite().begin(), h.non_finite().end());
+  }
+  return out;
+}
+
 TensorStats FromProto(const v1::TensorStats& s) {
   TensorStats out;
   if (s.has_mean()) out.mean = s.mean();

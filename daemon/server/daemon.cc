@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/diff_service.h"
 #include "daemon/core/file_baseline_store.h"
+#include "daemon/core/tensorboard_export.h"
 #include "daemon/core/watch_hub.h"
 #include "daemon/core/worker_pool.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -152,6 +153,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   ServiceDeps deps;
   deps.manager = d->manager_.get();
   d->watch_hub_ = std::make_unique<WatchHub>(d->manager_.get());
+  if (!c.tensorboard_dir.empty()) {
+    d->tensorboard_ = std::make_unique<TensorBoardExporter>(c.tensorboard_dir);
+  }
   deps.watch_hub = d->watch_hub_.get();
   d->diff_ = std::make_unique<DiffService>(d->manager_.get(), d->baselines_.get());
   deps.diff = d->diff_.get();
@@ -254,6 +258,14 @@ void Daemon::Shutdown() {
     unlink(config_.service_socket_path.c_str());
   }
   if (manager_ != nullptr) manager_->Shutdown();
+  if (tensorboard_ != nullptr) {  // Sessions are ended now: the rest of each run, once.
+    tensorboard_->Export(*manager_);
+    const TensorBoardExportStats tb = tensorboard_->stats();
+    spdlog::info(
+        "tensorboard export: {} runs, {} scalars, {} steps thinned before written, {} "
+        "runs given up on errors",
+        tb.runs, tb.scalars, tb.skipped_steps, tb.errors);
+  }
   spdlog::info("tracetorchd stopped");
 }
 
@@ -273,6 +285,7 @@ void Daemon::Housekeeping() {
     }
     if (now >= next_snapshot) {
       manager_->WriteDueSnapshots();
+      if (tensorboard_ != nullptr) tensorboard_->Export(*manager_);
       next_snapshot = now + config_.snapshot_interval;
     }
     manager_->FlushIndexIfDue();  // Sessions that ended since the last index write.

@@ -40,6 +40,7 @@ class BaselineStore;
 class WorkerPool;
 class DiffService;
 class MetricsServer;
+class TensorBoardExporter;
 
 struct DaemonConfig {
   std::string socket_path;          // Ingest (agents).
@@ -74,6 +75,9 @@ struct DaemonConfig {
   // each live session's N slowest layers (0: none).
   std::string metrics_address;
   size_t metrics_layers = 0;
+  // Each session's per-step history as TensorBoard event files under DIR/<session id>/, written
+  // as it arrives (daemon/core/tensorboard_export.h); off when empty.
+  std::string tensorboard_dir;
 };
 
 // Defaults: a system service (root, or `system` set) uses /run/tracetorch and /var/lib/tracetorch;
@@ -122,8 +126,9 @@ class Daemon {
   std::unique_ptr<WatchHub> watch_hub_;       // Live viewers; outlives the gRPC server's reactors.
   std::unique_ptr<WorkerPool> store_pool_;    // The service's Diff and baseline calls.
   std::unique_ptr<TraceServiceImpl> service_;
-  std::shared_ptr<BearerTokenProcessor> tcp_auth_;  // Null without a TCP listener.
-  int tcp_port_ = 0;                                // Constant after Start().
+  std::unique_ptr<TensorBoardExporter> tensorboard_;  // Null without tensorboard_dir.
+  std::shared_ptr<BearerTokenProcessor> tcp_auth_;    // Null without a TCP listener.
+  int tcp_port_ = 0;                                  // Constant after Start().
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<IngestMemoryBudget> ingest_budget_;  // Set before any service starts.
   std::unique_ptr<IngestServer> ingest_;

@@ -148,6 +148,9 @@ int main(int argc, char** argv) {
                  "Per-layer series for each live session's N slowest layers (0: none; adds 2N "
                  "series per live session)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--tensorboard-dir", config.tensorboard_dir,
+                 "Write each session's per-step history as TensorBoard event files under "
+                 "DIR/<session id>/ as it arrives (every --snapshot-interval)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   try {

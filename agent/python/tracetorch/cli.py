@@ -13,7 +13,7 @@ an unreadable file, with one line on stderr). A command that does not succeed ra
 code 0, on ``KeyboardInterrupt`` (Ctrl+C).
 
 The subcommands that talk to tracetorchd (``sessions``, ``snapshot``, ``baseline``, ``diff --remote``,
-``watch --remote``) need the daemon client, which the extension leaves out (no gRPC in a training
+``watch --remote``, ``report --remote``, ``export --remote``) need the daemon client, which the extension leaves out (no gRPC in a training
 process): ``main()`` runs the ``tracetorch`` program for them (``$TRACETORCH_BIN``, or the one
 installed with this package).
 """
