@@ -3,6 +3,7 @@
 #include "daemon/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "protocol/wire.h"
+#include "trace/json.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -215,6 +216,67 @@ TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAckn
   (*m)->WriteDueSnapshots();  // Nothing changed: no new snapshot, no new acknowledgement.
   c.AppendDurable(&out);
   EXPECT_TRUE(out.empty());
+}
+
+// The End is answered with the session's final snapshot, written before OnFrame returns, and its
+// Durable frame: the agent waits for it before it lets the session's tail go. The durable wake-up
+// is called for every other snapshot written, from the writing thread, until the End.
+TEST(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledgement) {
+  test_util::TempDir dir("ttconn");
+  DaemonCounters counters;
+  RateLimitedLog log;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  auto m = SessionManager::Create(o, &counters);
+  ASSERT_TRUE(m.ok()) << m.status();
+  int wakes = 0;
+  std::string id;
+  {
+    IngestConnection c(m->get(), &counters, &log, {3, 0, 0}, 1 << 20, [&wakes] { ++wakes; });
+    std::string out;
+    ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
+    id = c.session_id();
+    v1::AgentMessage table;
+    table.mutable_layer_table()->add_layers()->set_full_name("fc");
+    ASSERT_TRUE(c.OnFrame(Payload(table), &out));
+    v1::AgentMessage ev;
+    ev.mutable_events()->set_sequence(1);
+    ev.mutable_events()->set_first_event(0);
+    ev.mutable_events()->add_forward()->set_layer_id(0);
+    ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
+    (*m)->WriteDueSnapshots();
+    EXPECT_EQ(wakes, 1);
+    c.AppendDurable(&out);
+    ev.mutable_events()->set_sequence(2);
+    ev.mutable_events()->set_first_event(1);
+    ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
+    out.clear();
+    v1::AgentMessage end;
+    end.mutable_end();
+    ASSERT_TRUE(c.OnFrame(Payload(end), &out));
+    auto r = Replies(out);
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_TRUE(r[0].has_durable()) << r[0].DebugString();
+    EXPECT_EQ(r[0].durable().sequence(), 2u);
+    EXPECT_EQ(r[0].durable().events(), 2u);
+    EXPECT_EQ(wakes, 1);  // The final one goes straight into `out`.
+    auto snap = (*m)->GetSnapshot(id);
+    ASSERT_TRUE(snap.ok());
+    EXPECT_EQ(snap->session().state(), v1::SESSION_STATE_FINISHED);
+  }
+  absl::StatusOr<TraceRecord> record = ReadTraceFile((*m)->SnapshotPath(id));
+  ASSERT_TRUE(record.ok()) << record.status();
+  std::optional<v1::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->info().state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_EQ(a->info().events(), 2u);
+  // The connection is gone: its wake-up is no longer called.
+  v1::EventBatch more;
+  more.add_forward()->set_layer_id(0);
+  (*m)->Find(id)->session->AddBatch(more);
+  (*m)->WriteDueSnapshots();
+  EXPECT_EQ(counters.snapshots_written.load(), 3u);
+  EXPECT_EQ(wakes, 1);
 }
 
 }  // namespace
