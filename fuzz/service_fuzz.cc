@@ -39,6 +39,7 @@
 #include "daemon/core/file_baseline_store.h"
 #include "daemon/core/session_manager.h"
 #include "daemon/core/watch_hub.h"
+#include "daemon/testing/agent_messages.h"
 #include "trace/atomic_file.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -71,54 +72,6 @@ void ExpectCode(std::string_view method, const absl::Status& status,
 }
 
 absl::Time now = absl::FromUnixSeconds(1767225600);  // 2026-01-01: fixed ids.
-
-v1::Hello Hello(int32_t pid, const std::string& job, int32_t rank) {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(pid);
-  h.mutable_identity()->set_host("fuzz");
-  h.mutable_identity()->set_model_name("Net");
-  if (!job.empty()) {
-    h.mutable_identity()->set_job_id(job);
-    h.mutable_identity()->set_rank(rank);
-  }
-  return h;
-}
-
-v1::LayerTable Layers() {
-  v1::LayerTable t;
-  for (uint32_t i = 0; i < 3; ++i) {
-    v1::LayerDecl* d = t.add_layers();
-    d->set_id(i);
-    d->set_name(absl::StrCat("l", i));
-    d->set_type("Linear");
-    d->set_full_name(absl::StrCat("net.l", i));
-    d->set_depth(2);
-    d->set_params(100);
-  }
-  return t;
-}
-
-v1::EventBatch Events(double slow) {
-  v1::EventBatch b;
-  for (uint64_t step = 0; step < 8; ++step) {
-    for (uint32_t l = 0; l < 3; ++l) {
-      v1::ForwardEvent* f = b.add_forward();
-      f->set_layer_id(l);
-      f->set_step(step);
-      f->set_latency_ms(slow * (0.1 * (l + 1) + 0.001 * static_cast<double>(step)));
-      v1::TensorEvent* out = f->add_outputs();
-      out->add_shape(4);
-      out->add_shape(8);
-      out->mutable_stats()->set_std(1.0 + 0.01 * static_cast<double>(step));
-      v1::BackwardEvent* g = b.add_backward();
-      g->set_layer_id(l);
-      g->set_step(step);
-      g->set_grad_norm(1.0 + static_cast<double>(step));
-    }
-  }
-  return b;
-}
 
 // A sink that completes each write at once and checks its wire form.
 class CheckingSink : public WatchSink {
@@ -183,19 +136,19 @@ Daemon& Setup() {
     d->manager = *std::move(m);
     const PeerCredentials peer{1, 1000, 1000};
     // A finished session, evicted to its file by the three after it.
-    auto ended = d->manager->Open(Hello(10, "", 0), peer);
+    auto ended = d->manager->Open(test_util::MakeHello(), peer);
     if (!ended.ok()) Fail("open", ended.status().ToString());
-    (void)ended->session->DeclareLayers(Layers());
-    ended->session->AddBatch(Events(1.0));
+    (void)ended->session->DeclareLayers(test_util::Table(3));
+    ended->session->AddBatch(test_util::Batch({0, 1, 2}, 0, 8));
     ended->session->Finish(v1::End(), now);
     d->manager->Release(ended->session, ended->attachment, /*ended=*/true);
-    // A live session, and a job of two live ranks (rank 1 slower).
-    for (auto [pid, job, rank, slow] : {std::tuple{11, "", 0, 1.0}, std::tuple{12, "job", 0, 1.0},
-                                        std::tuple{13, "job", 1, 3.0}}) {
-      auto s = d->manager->Open(Hello(pid, job, rank), peer);
+    // A live session, and a job of two live ranks (rank 1 a step behind).
+    for (auto [job, rank, steps] :
+         {std::tuple{"", 0, 8}, std::tuple{"job", 0, 8}, std::tuple{"job", 1, 7}}) {
+      auto s = d->manager->Open(test_util::MakeHello(job, rank), peer);
       if (!s.ok()) Fail("open", s.status().ToString());
-      (void)s->session->DeclareLayers(Layers());
-      s->session->AddBatch(Events(slow));
+      (void)s->session->DeclareLayers(test_util::Table(3));
+      s->session->AddBatch(test_util::Batch({0, 1, 2}, 0, steps));
     }
     d->manager->WriteDueSnapshots();
     d->sessions = d->manager->List().size();

@@ -146,8 +146,10 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     v1::DaemonMessage welcome;
     welcome.mutable_welcome()->set_session_id(session_id_);
     welcome.mutable_welcome()->set_resumed(opened->resumed);
-    welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
-    welcome.mutable_welcome()->set_durable_events(told_.events);
+    if (manager_->persistent()) {  // Else nothing is ever durable: say nothing will be.
+      welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
+      welcome.mutable_welcome()->set_durable_events(told_.events);
+    }
     AppendDaemonFrame(welcome, out);
     return true;
   }

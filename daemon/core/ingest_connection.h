@@ -7,16 +7,17 @@
 //   OnClosed(truncated) -> the socket ended; the session is released (aborted without End)
 //
 // Rules: the first message must be a Hello (answered with a Welcome, which carries the session's
-// durable point, or a fatal IngestError); a frame that does not parse, a second Hello, a Hello the
-// SessionManager refuses (protocol version, live-session limits, another uid's session), a layer
-// table the session refuses, any message after End and a message without a kind are fatal; events
-// for undeclared layers are dropped and counted, with one non-fatal IngestError per connection.
-// Everything rejected is counted in DaemonCounters and logged once per cause (rate-limited).
-// Durability (agent.proto, "Durability and re-send"): AppendDurable tells the agent of each new
-// snapshot of its session; `durable_wake` (when given) is called, from the thread that wrote it,
-// whenever one is written, so that the server calls AppendDurable at once instead of polling. The
-// End is answered with the session's final snapshot, written before OnFrame returns, and its
-// Durable frame: the agent holds the session's tail until then (client/daemon_client.h, Close).
+// durable point when the manager persists sessions, or a fatal IngestError); a frame that does not
+// parse, a second Hello, a Hello the SessionManager refuses (protocol version, live-session limits,
+// another uid's session), a layer table the session refuses, any message after End and a message
+// without a kind are fatal; events for undeclared layers are dropped and counted, with one
+// non-fatal IngestError per connection. Everything rejected is counted in DaemonCounters and logged
+// once per cause (rate-limited). Durability (agent.proto, "Durability and re-send"): AppendDurable
+// tells the agent of each new snapshot of its session; `durable_wake` (when given) is called, from
+// the thread that wrote it, whenever one is written, so that the server calls AppendDurable at once
+// instead of polling. The End is answered with the session's final snapshot, written before OnFrame
+// returns, and its Durable frame: the agent holds the session's tail until then
+// (client/daemon_client.h, Close).
 //
 // Thread-compatible: one connection thread drives it.
 #ifndef TRACETORCH_DAEMON_CORE_INGEST_CONNECTION_H_

@@ -177,15 +177,24 @@ TEST_F(IngestConnectionTest, ATimeoutIsAFatalDeadlineExceededAndCounted) {
 
 // The Welcome says how far the session's snapshot on disk goes, and a Durable follows each
 // snapshot that moved it, once.
-TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAcknowledgedOnce) {
-  test_util::TempDir dir("ttconn");
-  DaemonCounters counters;
-  RateLimitedLog log;
-  SessionManagerOptions o;
-  o.data_dir = dir.path();
-  auto m = SessionManager::Create(o, &counters);
-  ASSERT_TRUE(m.ok()) << m.status();
-  IngestConnection c(m->get(), &counters, &log, {3, 0, 0}, 1 << 20);
+// Over a manager that writes snapshots (a data directory).
+class IngestConnectionDurable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SessionManagerOptions o;
+    o.data_dir = dir_.path();
+    auto m = SessionManager::Create(o, &counters_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+  test_util::TempDir dir_{"ttconn"};
+  DaemonCounters counters_;
+  RateLimitedLog log_;
+  std::unique_ptr<SessionManager> manager_;
+};
+
+TEST_F(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAcknowledgedOnce) {
+  IngestConnection c(manager_.get(), &counters_, &log_, {3, 0, 0}, 1 << 20);
   std::string out;
   ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
   auto r = Replies(out);
@@ -205,7 +214,7 @@ TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAckn
   ev.mutable_events()->add_forward()->set_layer_id(0);
   ev.mutable_events()->add_forward()->set_layer_id(0);
   ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
-  (*m)->WriteDueSnapshots();
+  manager_->WriteDueSnapshots();
   c.AppendDurable(&out);
   r = Replies(out);
   ASSERT_EQ(r.size(), 1u);
@@ -213,7 +222,7 @@ TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAckn
   EXPECT_EQ(r[0].durable().sequence(), 7u);
   EXPECT_EQ(r[0].durable().events(), 2u);
   out.clear();
-  (*m)->WriteDueSnapshots();  // Nothing changed: no new snapshot, no new acknowledgement.
+  manager_->WriteDueSnapshots();  // Nothing changed: no new snapshot, no new acknowledgement.
   c.AppendDurable(&out);
   EXPECT_TRUE(out.empty());
 }
@@ -221,18 +230,12 @@ TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAckn
 // The End is answered with the session's final snapshot, written before OnFrame returns, and its
 // Durable frame: the agent waits for it before it lets the session's tail go. The durable wake-up
 // is called for every other snapshot written, from the writing thread, until the End.
-TEST(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledgement) {
-  test_util::TempDir dir("ttconn");
-  DaemonCounters counters;
-  RateLimitedLog log;
-  SessionManagerOptions o;
-  o.data_dir = dir.path();
-  auto m = SessionManager::Create(o, &counters);
-  ASSERT_TRUE(m.ok()) << m.status();
+TEST_F(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledgement) {
   int wakes = 0;
   std::string id;
   {
-    IngestConnection c(m->get(), &counters, &log, {3, 0, 0}, 1 << 20, [&wakes] { ++wakes; });
+    IngestConnection c(manager_.get(), &counters_, &log_, {3, 0, 0}, 1 << 20,
+                       [&wakes] { ++wakes; });
     std::string out;
     ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
     id = c.session_id();
@@ -244,7 +247,7 @@ TEST(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledgeme
     ev.mutable_events()->set_first_event(0);
     ev.mutable_events()->add_forward()->set_layer_id(0);
     ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
-    (*m)->WriteDueSnapshots();
+    manager_->WriteDueSnapshots();
     EXPECT_EQ(wakes, 1);
     c.AppendDurable(&out);
     ev.mutable_events()->set_sequence(2);
@@ -260,11 +263,11 @@ TEST(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledgeme
     EXPECT_EQ(r[0].durable().sequence(), 2u);
     EXPECT_EQ(r[0].durable().events(), 2u);
     EXPECT_EQ(wakes, 1);  // The final one goes straight into `out`.
-    auto snap = (*m)->GetSnapshot(id);
+    auto snap = manager_->GetSnapshot(id);
     ASSERT_TRUE(snap.ok());
     EXPECT_EQ(snap->session().state(), v1::SESSION_STATE_FINISHED);
   }
-  absl::StatusOr<TraceRecord> record = ReadTraceFile((*m)->SnapshotPath(id));
+  absl::StatusOr<TraceRecord> record = ReadTraceFile(manager_->SnapshotPath(id));
   ASSERT_TRUE(record.ok()) << record.status();
   std::optional<v1::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
   ASSERT_TRUE(a.has_value());
@@ -273,9 +276,9 @@ TEST(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledgeme
   // The connection is gone: its wake-up is no longer called.
   v1::EventBatch more;
   more.add_forward()->set_layer_id(0);
-  (*m)->Find(id)->session->AddBatch(more);
-  (*m)->WriteDueSnapshots();
-  EXPECT_EQ(counters.snapshots_written.load(), 3u);
+  manager_->Find(id)->session->AddBatch(more);
+  manager_->WriteDueSnapshots();
+  EXPECT_EQ(counters_.snapshots_written.load(), 3u);
   EXPECT_EQ(wakes, 1);
 }
 

@@ -178,6 +178,9 @@ class SessionManager {
 
   // The snapshot path of a session id (DATA_DIR/sessions/<id>.json); empty without a data dir.
   std::string SnapshotPath(std::string_view id) const;
+  // Whether sessions are written to disk (a data directory): without, nothing is ever durable,
+  // and the ingest connections acknowledge nothing (agents then keep nothing for re-sending).
+  bool persistent() const { return !options_.data_dir.empty(); }
 
  private:
   struct Entry {

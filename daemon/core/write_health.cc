@@ -1,6 +1,5 @@
 #include "daemon/core/write_health.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "spdlog/spdlog.h"
@@ -9,7 +8,11 @@ namespace tracetorch::daemon {
 
 WriteHealth::WriteHealth(std::string what, std::atomic<uint64_t>* errors,
                          WriteHealthOptions options)
-    : what_(std::move(what)), errors_(errors), options_(options) {}
+    : what_(std::move(what)),
+      errors_(errors),
+      options_(options),
+      // One daemon retrying: no herd to spread out, so no jitter (and tests may count on it).
+      backoff_({.initial = options.initial_backoff, .max = options.max_backoff, .jitter = 0}) {}
 
 void WriteHealth::Failed(const absl::Status& status, absl::Time now) {
   if (errors_ != nullptr) errors_->fetch_add(1, std::memory_order_relaxed);
@@ -19,11 +22,8 @@ void WriteHealth::Failed(const absl::Status& status, absl::Time now) {
     ++failures_;
     log = logged_ != status.code();
     logged_ = status.code();
-    if (now >= next_attempt_) {  // A due attempt failed (not one made inside the back-off).
-      backoff_ = backoff_ == absl::ZeroDuration() ? options_.initial_backoff
-                                                  : std::min(2 * backoff_, options_.max_backoff);
-      next_attempt_ = now + backoff_;
-    }
+    // A due attempt failed (not one made inside the back-off): wait longer.
+    if (now >= next_attempt_) next_attempt_ = now + backoff_.Next();
   }
   if (log) {
     spdlog::error(
@@ -41,7 +41,7 @@ void WriteHealth::Succeeded() {
     failures = failures_;
     failures_ = 0;
     logged_.reset();
-    backoff_ = absl::ZeroDuration();
+    backoff_.Reset();
     next_attempt_ = absl::InfinitePast();
   }
   spdlog::warn("{} writes work again after {} failed", what_, failures);

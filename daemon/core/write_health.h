@@ -6,9 +6,10 @@
 //   Failed(status)  counts the failure (the DaemonCounters field given), logs it when its cause
 //                   (the status code: ResourceExhausted for a full disk, PermissionDenied for a
 //                   read-only one, NotFound for a removed folder) differs from the last one
-//                   logged, and, for an attempt that was Due, doubles the back-off
-//                   (initial_backoff, at most max_backoff); a write that could not wait (a
-//                   session's final snapshot) failing inside the back-off leaves it as it is
+//                   logged, and, for an attempt that was Due, waits the next back-off
+//                   (guest/backoff.h without jitter: initial_backoff, doubling to max_backoff);
+//                   a write that could not wait (a session's final snapshot) failing inside the
+//                   back-off leaves it as it is
 //   Succeeded()     ends a failing spell: one line says how many writes failed, the back-off
 //                   resets
 //   Due(now)        whether a write that may wait (a periodic snapshot, a retry) should be tried
@@ -27,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "guest/backoff.h"
 
 namespace tracetorch::daemon {
 
@@ -55,7 +57,7 @@ class WriteHealth {
   mutable absl::Mutex mu_;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;                   // In the current failing spell.
   std::optional<absl::StatusCode> logged_ ABSL_GUARDED_BY(mu_);  // The cause last logged.
-  absl::Duration backoff_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  guest::Backoff backoff_ ABSL_GUARDED_BY(mu_);
   absl::Time next_attempt_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
