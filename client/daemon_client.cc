@@ -205,7 +205,15 @@ class DaemonClient::Impl {
       deadline = close_deadline_;
     }
     if (closing && (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed))) {
-      FinishClose(/*end_sent=*/false);
+      // Out of time. A connection that is up still gets the End, in one short write, with what
+      // was not sent counted as dropped: the process ended, and its session says so (finished,
+      // not aborted as if it had crashed).
+      bool end_sent = false;
+      if (socket_.has_value() && !abort_io_.load(std::memory_order_relaxed)) {
+        DropQueued();
+        end_sent = SendEnd(absl::Now() + kPollSlice);
+      }
+      FinishClose(end_sent);
       return false;
     }
 
@@ -279,7 +287,9 @@ class DaemonClient::Impl {
         empty = queue_.size() == 0 && layers_sent_ == layers_.size();
       }
       if (empty && socket_.has_value()) {
-        FinishClose(/*end_sent=*/SendEnd(deadline));
+        const bool end_sent = SendEnd(deadline);
+        if (end_sent) AwaitDurable(deadline);
+        FinishClose(end_sent);
         return false;
       }
     }
@@ -367,14 +377,39 @@ class DaemonClient::Impl {
     return true;
   }
 
-  // Drops whatever is still queued (counted) and records Close()'s result.
-  void FinishClose(bool end_sent) {
+  // After the End: reads the daemon's replies until every frame held is acknowledged (the daemon
+  // answers the End with its final snapshot's Durable), the daemon closes the connection without
+  // that (it could not write the snapshot), or `deadline`.
+  void AwaitDurable(absl::Time deadline) {
+    while (socket_.has_value() && !replay_.empty()) {
+      ReadIncoming();
+      if (replay_.empty() || !socket_.has_value() || !socket_->WaitReadable(deadline)) break;
+    }
+  }
+
+  // Counts what is still queued as dropped: Close() gave up on it.
+  void DropQueued() {
     absl::MutexLock lock(&mu_);
     const uint64_t left = queue_.Clear();
     stats_.dropped_events += left;
     finished_ += left;
-    if (end_sent) {
+    dropped_at_close_ += left;
+  }
+
+  // Drops whatever is still queued (counted), counts what the daemon did not confirm durable, and
+  // records Close()'s result.
+  void FinishClose(bool end_sent) {
+    DropQueued();
+    absl::MutexLock lock(&mu_);
+    const uint64_t left = dropped_at_close_;
+    stats_.not_durable_events = replay_.events();
+    stats_.replay_held_events = replay_.events();
+    if (end_sent && left == 0 && replay_.empty()) {
       close_status_ = absl::OkStatus();
+    } else if (end_sent && left == 0) {
+      close_status_ = absl::DeadlineExceededError(absl::StrCat(
+          "tracetorchd at ", socket_path_, " took the session's end but did not confirm its last ",
+          replay_.events(), " events durable (they are lost if it stops before writing them)"));
     } else {
       close_status_ = absl::DeadlineExceededError(
           absl::StrCat("tracetorchd at ", socket_path_, " did not take the session's end in time; ",
@@ -583,6 +618,7 @@ class DaemonClient::Impl {
   uint64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // Events written or dropped, ever.
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t dropped_at_close_ ABSL_GUARDED_BY(mu_) = 0;  // Still queued when Close gave up.
   absl::Time close_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
   bool connected_ ABSL_GUARDED_BY(mu_) = false;

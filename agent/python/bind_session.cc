@@ -180,8 +180,8 @@ class SessionEngine {
 
   // {"connected", "session_id", "enqueued_events", "sent_events", "dropped_events", "connects",
   //  "connect_failures", "last_error", "resent_events", "durable_events", "replay_held_events",
-  //  "replay_evicted_events", "refused_handshakes"} of the current (or last closed) stream
-  // (client::DaemonClientStats); None if never.
+  //  "replay_evicted_events", "refused_handshakes", "not_durable_events"} of the current (or last
+  // closed) stream (client::DaemonClientStats); None if never.
   py::object DaemonStats() const {
     std::optional<client::DaemonClientStats> stats = StreamStats();
     if (!stats) return py::none();
@@ -198,6 +198,7 @@ class SessionEngine {
     d["durable_events"] = stats->durable_events;
     d["replay_held_events"] = stats->replay_held_events;
     d["replay_evicted_events"] = stats->replay_evicted_events;
+    d["not_durable_events"] = stats->not_durable_events;
     d["refused_handshakes"] = stats->refused_handshakes;
     return d;
   }

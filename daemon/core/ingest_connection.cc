@@ -4,6 +4,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/crash_point.h"
 #include "protocol/wire.h"
 
 namespace tracetorch::daemon {
@@ -32,12 +33,13 @@ void AppendError(const absl::Status& status, bool fatal, std::string* out) {
 
 IngestConnection::IngestConnection(SessionManager* manager, DaemonCounters* counters,
                                    RateLimitedLog* log, PeerCredentials peer,
-                                   uint32_t max_frame_bytes)
+                                   uint32_t max_frame_bytes, std::function<void()> durable_wake)
     : manager_(manager),
       counters_(counters),
       log_(log),
       peer_(peer),
-      max_frame_bytes_(max_frame_bytes) {}
+      max_frame_bytes_(max_frame_bytes),
+      durable_wake_(std::move(durable_wake)) {}
 
 IngestConnection::~IngestConnection() { OnClosed(false); }
 
@@ -139,12 +141,15 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     session_ = opened->session;
     attachment_ = opened->attachment;
     session_id_ = session_->id();
+    if (durable_wake_) listener_ = session_->AddDurableListener(durable_wake_);
     told_ = session_->durable();
     v1::DaemonMessage welcome;
     welcome.mutable_welcome()->set_session_id(session_id_);
     welcome.mutable_welcome()->set_resumed(opened->resumed);
-    welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
-    welcome.mutable_welcome()->set_durable_events(told_.events);
+    if (manager_->persistent()) {  // Else nothing is ever durable: say nothing will be.
+      welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
+      welcome.mutable_welcome()->set_durable_events(told_.events);
+    }
     AppendDaemonFrame(welcome, out);
     return true;
   }
@@ -167,6 +172,11 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     case v1::AgentMessage::kEnd:
       session_->Finish(message_.end(), absl::Now());
       ended_ = true;
+      // The final snapshot now, and its acknowledgement with it: the agent holds the session's
+      // tail until it has one.
+      CrashPoint("end");
+      Release();
+      AppendDurable(out);
       return true;
     case v1::AgentMessage::KIND_NOT_SET:
       break;
@@ -204,6 +214,19 @@ void IngestConnection::OnTimeout(const absl::Status& status, std::string* out) {
   Fail("timeout", status, /*count_frame=*/false, out);
 }
 
+void IngestConnection::OnEvicted(const absl::Status& status, std::string* out) {
+  Bump(counters_->connections_evicted);
+  Fail("evicted", status, /*count_frame=*/false, out);
+}
+
+void IngestConnection::Release() {
+  if (session_ == nullptr || released_) return;
+  released_ = true;
+  if (listener_ != 0) session_->RemoveDurableListener(listener_);
+  listener_ = 0;
+  manager_->Release(session_, attachment_, ended_);
+}
+
 void IngestConnection::OnClosed(bool truncated) {
   if (closed_) return;
   closed_ = true;
@@ -212,7 +235,7 @@ void IngestConnection::OnClosed(bool truncated) {
     log_->Warn("truncated",
                absl::StrCat("ingest: connection from pid ", peer_.pid, " ended inside a frame"));
   }
-  if (session_ != nullptr) manager_->Release(session_, attachment_, ended_);
+  Release();
   session_.reset();
 }
 

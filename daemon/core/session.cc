@@ -654,9 +654,28 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
   CrashPoint("snapshot");
   if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
   written_changes_ = changes;
-  absl::MutexLock lock(&mu_);
-  durable_ = durable;
+  bool moved;
+  {
+    absl::MutexLock lock(&mu_);
+    moved = !(durable_ == durable);
+    durable_ = durable;
+  }
+  if (moved) {
+    absl::MutexLock lock(&listeners_mu_);
+    for (const auto& [id, listener] : listeners_) listener();
+  }
   return true;
+}
+
+uint64_t Session::AddDurableListener(std::function<void()> listener) {
+  absl::MutexLock lock(&listeners_mu_);
+  listeners_.emplace_back(next_listener_, std::move(listener));
+  return next_listener_++;
+}
+
+void Session::RemoveDurableListener(uint64_t id) {
+  absl::MutexLock lock(&listeners_mu_);
+  std::erase_if(listeners_, [id](const auto& l) { return l.first == id; });
 }
 
 size_t SessionMemoryBound(size_t layers, size_t history_steps) {

@@ -11,9 +11,11 @@
 #define TRACETORCH_DAEMON_CORE_SESSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -119,6 +121,12 @@ class Session {
     bool operator==(const Durable&) const = default;
   };
   Durable durable() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls `listener` after each snapshot write that moves durable(), on the writing thread, until
+  // RemoveDurableListener(id) (which waits for a call in progress): the ingest connection's
+  // wake-up, so that an acknowledgement leaves at once. `listener` must not block or call into
+  // this session.
+  uint64_t AddDurableListener(std::function<void()> listener) ABSL_LOCKS_EXCLUDED(listeners_mu_);
+  void RemoveDurableListener(uint64_t id) ABSL_LOCKS_EXCLUDED(listeners_mu_);
 
   SessionState state() const ABSL_LOCKS_EXCLUDED(mu_);
   int32_t peer_uid() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -243,6 +251,10 @@ class Session {
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   uint64_t written_changes_ ABSL_GUARDED_BY(write_mu_) = ~0ull;
+
+  absl::Mutex listeners_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  std::vector<std::pair<uint64_t, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  uint64_t next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 1;
 };
 
 // Merges a record restored from disk (`before`) with what was aggregated since (`after`): counts

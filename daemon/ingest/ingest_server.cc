@@ -195,7 +195,7 @@ void IngestServer::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopping_ = true;
-    for (const auto& [fd, uid] : connections_) shutdown(fd, SHUT_RDWR);  // Wakes the threads.
+    for (const auto& [slot, c] : connections_) shutdown(c->fd, SHUT_RDWR);  // Wakes the threads.
   }
   budget_->Close();  // Wakes the connections waiting for memory.
   const uint64_t one = 1;
@@ -243,48 +243,88 @@ void IngestServer::AcceptLoop() {
       peer.uid = static_cast<int32_t>(cred.uid);
       peer.gid = static_cast<int32_t>(cred.gid);
     }
-    const uint32_t uid = static_cast<uint32_t>(peer.uid);
-    absl::Status slot;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) {
-        close(fd);
-        return;
-      }
-      slot = slots_.Acquire(uid);
-      if (slot.ok()) {
-        connections_.emplace(fd, uid);
-        ++active_threads_;
-      }
-    }
-    if (!slot.ok()) {
-      Bump(counters_->rejected_connections);
-      Bump(counters_->limit_hits);
-      log_->Warn("connection limit",
-                 absl::StrCat("ingest: refusing a connection from uid ", peer.uid, " (pid ",
-                              peer.pid, "): ", slot.message()));
-      std::string out;
-      IngestConnection::AppendRejection(slot, &out);
-      timeval tv{1, 0};
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-      SendAll(fd, out);
+    absl::Status refusal;
+    if (Admit(fd, peer, &refusal)) continue;
+    if (refusal.code() == absl::StatusCode::kCancelled) {  // Stopping.
       close(fd);
-      continue;
+      return;
     }
-    try {
-      std::thread([this, fd, peer] { Serve(fd, peer); }).detach();
-    } catch (const std::exception& e) {
-      log_->Warn("thread", absl::StrCat("ingest: cannot start a connection thread: ", e.what()));
-      close(fd);
-      absl::MutexLock lock(&mu_);
-      connections_.erase(fd);
-      slots_.Release(uid);
-      --active_threads_;
-    }
+    Bump(counters_->rejected_connections);
+    if (refusal.code() == absl::StatusCode::kResourceExhausted) Bump(counters_->limit_hits);
+    log_->Warn("connection limit", absl::StrCat("ingest: refusing a connection from uid ", peer.uid,
+                                                " (pid ", peer.pid, "): ", refusal.message()));
+    std::string out;
+    IngestConnection::AppendRejection(refusal, &out);
+    timeval tv{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    SendAll(fd, out);
+    close(fd);
   }
 }
 
-void IngestServer::Serve(int fd, PeerCredentials peer) {
+bool IngestServer::Admit(int fd, const PeerCredentials& peer, absl::Status* refusal) {
+  auto c = std::make_unique<Connection>();
+  c->fd = fd;
+  c->peer = peer;
+  c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (c->wake_fd < 0) {
+    *refusal = absl::UnavailableError(ErrnoText("tracetorchd cannot take a connection", errno));
+    return false;
+  }
+  Connection* raw = c.get();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      close(c->wake_fd);
+      *refusal = absl::CancelledError("stopping");
+      return false;
+    }
+    absl::StatusOr<ConnectionSlots::Admission> slot =
+        slots_.Acquire(static_cast<uint32_t>(peer.uid));
+    if (!slot.ok()) {
+      close(c->wake_fd);
+      *refusal = slot.status();
+      return false;
+    }
+    if (slot->evicted.has_value()) {
+      // Its thread answers and closes it; the slot is this connection's already.
+      Bump(counters_->limit_hits);
+      auto victim = connections_.find(*slot->evicted);
+      if (victim != connections_.end()) {
+        victim->second->evicted.store(true, std::memory_order_relaxed);
+        const uint64_t one = 1;
+        (void)!write(victim->second->wake_fd, &one, sizeof(one));
+        connections_.erase(victim);
+      }
+    }
+    c->slot = slot->id;
+    c->hello_timeout = slot->scarce
+                           ? std::min(options_.hello_timeout, options_.scarce_hello_timeout)
+                           : options_.hello_timeout;
+    connections_.emplace(c->slot, raw);
+    ++active_threads_;
+  }
+  const uint64_t slot = c->slot;
+  const int wake = c->wake_fd;
+  try {
+    std::thread([this, c = std::move(c)]() mutable { Serve(std::move(c)); }).detach();
+  } catch (const std::exception& e) {
+    // The lambda, and the Connection with it, is gone.
+    log_->Warn("thread", absl::StrCat("ingest: cannot start a connection thread: ", e.what()));
+    absl::MutexLock lock(&mu_);
+    connections_.erase(slot);
+    slots_.Release(slot);
+    close(wake);
+    --active_threads_;
+    *refusal = absl::UnavailableError("tracetorchd cannot start a connection thread");
+    return false;
+  }
+  return true;
+}
+
+void IngestServer::Serve(std::unique_ptr<Connection> c) {
+  const int fd = c->fd;
+  const PeerCredentials peer = c->peer;
   // A daemon never blocks forever on a client that stopped reading.
   timeval tv{2, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -299,19 +339,29 @@ void IngestServer::Serve(int fd, PeerCredentials peer) {
         absl::PermissionDeniedError("this uid/gid may not stream to tracetorchd"), &out);
     SendAll(fd, out);
   } else {
-    IngestConnection conn(manager_, counters_, log_, peer, options_.max_frame_bytes);
-    ReadFrames(fd, conn);
-  }
+    const int wake = c->wake_fd;
+    IngestConnection conn(manager_, counters_, log_, peer, options_.max_frame_bytes, [wake] {
+      const uint64_t one = 1;
+      (void)!write(wake, &one, sizeof(one));
+    });
+    ReadFrames(*c, conn);
+  }  // ~IngestConnection: the session's listener is gone before the eventfd closes.
   counters_->connections_open.fetch_sub(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
-  connections_.erase(fd);  // Before close(): the fd number may be reused at once.
-  slots_.Release(static_cast<uint32_t>(peer.uid));
+  // Before close(): nobody may signal or shut down a reused fd number. An evicted connection's
+  // entry and slot are gone already.
+  auto it = connections_.find(c->slot);
+  if (it != connections_.end() && it->second == c.get()) connections_.erase(it);
+  slots_.Release(c->slot);
+  close(c->wake_fd);
   close(fd);
+  c.reset();
   --active_threads_;  // Last touch of `this`: Shutdown() may return right after.
 }
 
-void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
+void IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
   using protocol::wire::kFrameHeaderBytes;
+  const int fd = c.fd;
   FrameBuffer buf(budget_, options_.base_buffer_bytes);
   std::string out;
   const absl::Time accepted = absl::Now();
@@ -325,18 +375,29 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
       last_frame = std::max(last_frame, absl::Now());
     }
     const absl::Time deadline =
-        conn.has_session() ? last_frame + options_.idle_timeout : accepted + options_.hello_timeout;
+        conn.has_session() ? last_frame + options_.idle_timeout : accepted + c.hello_timeout;
     const absl::Duration left = deadline - absl::Now();
-    // Wakes at least every kDurablePollInterval to tell the agent of a new snapshot.
-    const absl::Duration wait = std::min(left, IngestConnection::kDurablePollInterval);
-    pollfd p{fd, POLLIN, 0};
+    pollfd p[2] = {{fd, POLLIN, 0}, {c.wake_fd, POLLIN, 0}};
     const int ready =
         left <= absl::ZeroDuration()
             ? 0
-            : poll(&p, 1,
+            : poll(p, 2,
                    static_cast<int>(std::min<int64_t>(
-                       absl::ToInt64Milliseconds(wait + absl::Milliseconds(1)), 1 << 30)));
+                       absl::ToInt64Milliseconds(left + absl::Milliseconds(1)), 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
+    if (ready > 0 && p[1].revents != 0) {
+      uint64_t signals;
+      (void)!read(c.wake_fd, &signals, sizeof(signals));
+      if (c.evicted.load(std::memory_order_relaxed)) {
+        conn.OnEvicted(
+            absl::ResourceExhaustedError(absl::StrCat(
+                "closed without a Hello after ",
+                absl::FormatDuration(absl::Trunc(absl::Now() - accepted, absl::Milliseconds(1))),
+                " to make room for a newer connection (the connection slots are full)")),
+            &out);
+        break;
+      }
+    }
     conn.AppendDurable(&out);
     if (!out.empty()) {
       const bool sent = SendAll(fd, out);
@@ -350,10 +411,11 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
               conn.has_session()
                   ? absl::StrCat("no complete frame for ",
                                  absl::FormatDuration(options_.idle_timeout))
-                  : absl::StrCat("no Hello within ", absl::FormatDuration(options_.hello_timeout))),
+                  : absl::StrCat("no Hello within ", absl::FormatDuration(c.hello_timeout))),
           &out);
       break;
     }
+    if (ready > 0 && p[0].revents == 0) continue;  // Only the wake-up.
     const ssize_t n = ready < 0 ? -1 : read(fd, buf.space(), buf.space_size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -380,6 +442,10 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
         open = false;
         break;
       }
+    }
+    if (conn.has_session() && !c.greeted.exchange(true, std::memory_order_relaxed)) {
+      absl::MutexLock lock(&mu_);
+      slots_.Greeted(c.slot);  // No longer taken to make room.
     }
     if (!out.empty()) {
       if (!SendAll(fd, out)) open = false;

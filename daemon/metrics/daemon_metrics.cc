@@ -150,9 +150,14 @@ const std::vector<StatsSeries>& StatsSeriesTable() {
        "Agent connections refused: allow-list, connection or session limits, bad Hello."},
       {"limit_hits", "tracetorchd_limit_hits_total", true, "Configured limits reached."},
       {"snapshots_written", "tracetorchd_snapshots_written_total", true,
-       "Snapshot and index writes."},
+       "Session snapshot files written."},
       {"snapshot_errors", "tracetorchd_snapshot_errors_total", true,
-       "Snapshot and index writes that failed."},
+       "Session snapshot writes that failed (disk full, read-only, files removed)."},
+      {"index_errors", "tracetorchd_index_errors_total", true, "Session index writes that failed."},
+      {"baseline_errors", "tracetorchd_baseline_errors_total", true,
+       "Baseline writes and removals that failed."},
+      {"sessions_not_durable", "tracetorchd_sessions_not_durable", false,
+       "Sessions whose latest snapshot write failed: held in memory, retried with back-off."},
       {"bytes_received", "tracetorchd_received_bytes_total", true,
        "Ingest bytes, frame headers included."},
       {"cpu_seconds", "tracetorchd_cpu_seconds_total", true,
@@ -175,6 +180,8 @@ const std::vector<StatsSeries>& StatsSeriesTable() {
        "Frames that waited for other connections to release ingest memory."},
       {"connections_timed_out", "tracetorchd_connections_timed_out_total", true,
        "Connections closed for want of progress (no Hello, or no complete frame, in time)."},
+      {"connections_evicted", "tracetorchd_connections_evicted_total", true,
+       "Connections without a Hello closed to make room for newer ones (slots full)."},
   };
   return *table;
 }

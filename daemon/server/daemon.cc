@@ -120,7 +120,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   if (!manager.ok()) return manager.status();
   d->manager_ = *std::move(manager);
   if (c.store.empty()) {
-    d->baselines_ = std::make_unique<FileBaselineStore>(c.data_dir);
+    d->baselines_ =
+        std::make_unique<FileBaselineStore>(c.data_dir, absl::Now, &d->baseline_health_);
   } else if (IsPostgresUrl(c.store)) {
     absl::StatusOr<std::unique_ptr<PgBaselineStore>> pg = PgBaselineStore::Open(c.store);
     if (!pg.ok()) return pg.status();
@@ -287,6 +288,8 @@ void Daemon::Housekeeping() {
       manager_->WriteDueSnapshots();
       if (tensorboard_ != nullptr) tensorboard_->Export(*manager_);
       next_snapshot = now + config_.snapshot_interval;
+    } else if (manager_->RetryDue()) {
+      manager_->WriteDueSnapshots();  // Failed writes, once their back-off has passed.
     }
     manager_->FlushIndexIfDue();  // Sessions that ended since the last index write.
   }
@@ -330,6 +333,10 @@ v1::DaemonStats Daemon::Stats() const {
     s.set_ingest_memory_waits(b.waits);
   }
   s.set_connections_timed_out(load(counters_.connections_timed_out));
+  s.set_index_errors(load(counters_.index_errors));
+  s.set_baseline_errors(load(counters_.baseline_errors));
+  s.set_sessions_not_durable(t.not_durable);
+  s.set_connections_evicted(load(counters_.connections_evicted));
   return s;
 }
 

@@ -24,6 +24,7 @@
 #include "daemon/core/counters.h"
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session_manager.h"
+#include "daemon/core/write_health.h"
 #include "daemon/ingest/ingest_server.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -121,6 +122,7 @@ class Daemon {
   DaemonCounters counters_;
   RateLimitedLog log_;
   std::unique_ptr<SessionManager> manager_;
+  WriteHealth baseline_health_{"baseline", &counters_.baseline_errors};  // For baselines_.
   std::unique_ptr<BaselineStore> baselines_;  // DATA_DIR/baselines (named baselines for diffs).
   std::unique_ptr<DiffService> diff_;         // Diffs and baselines for the service.
   std::unique_ptr<WatchHub> watch_hub_;       // Live viewers; outlives the gRPC server's reactors.

@@ -297,8 +297,9 @@ class TraceSession:
         connects, connect_failures, last_error; resent_events: written again after a reconnect
         because the daemon had not made them durable; durable_events: how far the daemon last said
         the session is on disk; replay_held_events / replay_evicted_events: in the replay buffer
-        now / fallen out of it before being acknowledged; refused_handshakes) for the current or
-        last block; None if it never streamed."""
+        now / fallen out of it before being acknowledged; refused_handshakes; not_durable_events:
+        sent but not acknowledged durable when the block ended) for the current or last block;
+        None if it never streamed."""
         return self._engine.daemon_stats()
 
     def export(self, path: Union[str, os.PathLike]) -> Path:
