@@ -21,6 +21,7 @@ struct DaemonCounters {
   std::atomic<uint64_t> snapshots_written{0};
   std::atomic<uint64_t> snapshot_errors{0};
   std::atomic<uint64_t> sessions_evicted{0};
+  std::atomic<uint64_t> flight_recorders_refused{0};  // Passed recorders the daemon refused.
 };
 
 inline void Bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {
