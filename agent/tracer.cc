@@ -11,8 +11,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/tracer_internal.h"
+#include "flight/recorder.h"
 #include "guest/hook_guard.h"
+#include "trace/json_writer.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -20,6 +23,7 @@ namespace {
 using tracer_internal::Attach;
 using tracer_internal::kMinNodePrune;
 using tracer_internal::Ms;
+using tracer_internal::Ns;
 
 constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak guard).
 constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
@@ -84,6 +88,7 @@ absl::StatusOr<Tracer::LayerId> Tracer::DeclareLayer(const LayerInfo& info) {
   }
   layer_names_[*id] = info.full_name;
   layer_infos_[*id] = info;
+  if (recorder_ != nullptr) recorder_->AddName(*id, info.full_name);
   NotifySink("event_sink", [&](EventSink& sink) { sink.OnLayerDeclared(*id, info); });
   return id;
 }
@@ -104,6 +109,48 @@ void Tracer::SetEventSink(std::shared_ptr<EventSink> sink) {
     });
   }
   // `old` is released here, outside the lock (its destructor may wait for a thread).
+}
+
+void Tracer::SetFlightRecorder(std::shared_ptr<flight::Recorder> recorder) {
+  if (ForkedChild()) return;
+  std::shared_ptr<flight::Recorder> old;
+  absl::MutexLock lock(&mu_);
+  old = std::move(recorder_);
+  recorder_ = std::move(recorder);
+  if (recorder_ == nullptr) return;
+  for (size_t i = 0; i < layer_infos_.size(); ++i) {
+    if (layer_infos_[i].has_value()) recorder_->AddName(static_cast<LayerId>(i), layer_names_[i]);
+  }
+  recorder_->SetRecording(active_, Ns(Clock::now()));
+}
+
+void Tracer::MarkPhase(flight::Phase phase) {
+  if (ForkedChild()) return;
+  const Clock::time_point now = Clock::now();
+  absl::MutexLock lock(&mu_);
+  if (recorder_ == nullptr || !active_) return;
+  recorder_->Move(phase, flight::Event::kMark, kNoLayer,
+                  static_cast<uint64_t>(std::max<int64_t>(steps_ - 1, 0)), Ns(now));
+}
+
+void Tracer::FlightExit(const CallState& c, Clock::time_point end,
+                        std::optional<uint32_t> span_flags) {
+  forward_layer_ = c.parent;
+  if (recorder_ == nullptr || !active_) return;
+  const uint64_t step = static_cast<uint64_t>(c.step);
+  if (span_flags.has_value() && c.layer != kNoLayer) {
+    recorder_->Span(flight::SpanKind::kForward, c.layer, step, Ns(c.start), Ns(end) - Ns(c.start),
+                    *span_flags);
+  }
+  if (c.is_root) {
+    recorder_->Move(flight::Phase::kOutside, flight::Event::kMark, kNoLayer, step, Ns(end));
+  } else if (c.recompute) {  // Back in the backward that recomputed it.
+    recorder_->Move(flight::Phase::kBackward,
+                    c.parent != kNoLayer ? flight::Event::kEnter : flight::Event::kMark, c.parent,
+                    step, Ns(end));
+  } else {
+    recorder_->Move(flight::Phase::kForward, flight::Event::kEnter, c.parent, step, Ns(end));
+  }
 }
 
 void Tracer::NotifySink(std::string_view cause, absl::FunctionRef<void(EventSink&)> fn) const {
@@ -142,8 +189,10 @@ absl::Status Tracer::Start() {
   deferring_.store(options_.deferred_cpu, std::memory_order_relaxed);
   active_calls_ = 0;
   open_calls_.store(0, std::memory_order_relaxed);
+  forward_layer_ = kNoLayer;
   active_ = true;
   recording_.store(true, std::memory_order_release);
+  if (recorder_ != nullptr) recorder_->SetRecording(true, Ns(Clock::now()));
   return absl::OkStatus();
 }
 
@@ -158,6 +207,7 @@ void Tracer::Stop() {
     active_ = false;
     recording_.store(false, std::memory_order_release);
     DetachHooks();
+    if (recorder_ != nullptr) recorder_->SetRecording(false, Ns(Clock::now()));
   }
   stats_cache_.Clear();
 }
@@ -341,6 +391,8 @@ Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root, bool recompute) {
   c.timer.reset();
   c.input_stats.clear();
   c.seq = call_seq_++;
+  c.parent = forward_layer_;
+  forward_layer_ = layer;
   if (is_root) {
     c.step = steps_++;
   } else {
@@ -412,6 +464,13 @@ void Tracer::RecordInputs(CallState& c, InputScan scan) {
   c.mem_before = scan.mem_before;
   c.timer = std::move(scan.timer);
   c.start = Clock::now();
+  if (recorder_ != nullptr) {
+    const uint64_t step = static_cast<uint64_t>(c.step);
+    if (c.is_root) recorder_->BeginStep(step, Ns(c.start));
+    // A recomputation (checkpointing) runs inside a backward: the position stays in that phase.
+    recorder_->Move(c.recompute ? flight::Phase::kBackward : flight::Phase::kForward,
+                    flight::Event::kEnter, layer, step, Ns(c.start));
+  }
 }
 
 Tracer::OutputScan Tracer::ScanOutputs(absl::Span<const at::Tensor> outputs, bool describe) {
@@ -460,8 +519,13 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::tim
   if (scanned) {
     guest::GuardHook(errors_, "end_call", [&] {
       mu_.AssertHeld();
+      // The span's flag follows the non-finite rule (trace/nonfinite.h): a mask's -inf is none.
+      FlightExit(*c, end,
+                 AnyTrouble(scan.infos) ? static_cast<uint32_t>(flight::kSpanNonFinite) : 0u);
       CloseCall(*c, std::move(scan), end);
     });
+  } else {
+    FlightExit(*c, end, std::nullopt);
   }
   ReleaseCall(id);
 }
@@ -514,9 +578,11 @@ void Tracer::CloseCall(CallState& c, OutputScan scan, Clock::time_point end) {
 
 void Tracer::AbortCall(CallId id) {
   if (id == kNoCall || ForkedChild()) return;
+  const Clock::time_point now = Clock::now();
   absl::MutexLock lock(&mu_);
   guest::GuardHook(errors_, "abort_call", [&] {
     mu_.AssertHeld();
+    if (const CallState* c = FindCall(id); c != nullptr) FlightExit(*c, now, std::nullopt);
     ReleaseCall(id);
   });
 }
@@ -543,6 +609,31 @@ TraceRecord Tracer::Snapshot() const {
   CollectCompleted();  // What has completed; never waits.
   absl::MutexLock lock(&mu_);
   return SnapshotLocked();
+}
+
+TraceRecord Tracer::WatchSnapshot() const {
+  if (ForkedChild()) return TraceRecord{};
+  CollectCompleted();
+  absl::MutexLock lock(&mu_);
+  TraceRecord record = SnapshotLocked();
+  if (recorder_ == nullptr || !active_) return record;
+  absl::StatusOr<flight::PositionView> p =
+      flight::ReadPosition(recorder_->data(), recorder_->size());
+  if (!p.ok() || !p->recording) return record;
+  absl::flat_hash_map<int32_t, std::string> names;
+  if (p->layer >= 0 && static_cast<size_t>(p->layer) < layer_names_.size()) {
+    names[p->layer] = layer_names_[p->layer];
+  }
+  const absl::Duration age = absl::Nanoseconds(flight::Recorder::MonotonicNs() - p->since_ns);
+  const absl::Duration threshold =
+      flight::StallThreshold(options_.stall_rule, flight::MedianStepTime(*p));
+  std::string position;  // Metadata extras are JSON text.
+  AppendJsonString(flight::Describe(*p, names), &position);
+  record.metadata.SetExtra("flight_position", std::move(position));
+  record.metadata.SetExtra("flight_position_age_s",
+                           absl::StrFormat("%.1f", absl::ToDoubleSeconds(age)));
+  record.metadata.SetExtra("flight_stalled", age >= threshold ? "true" : "false");
+  return record;
 }
 
 absl::StatusOr<TraceRecord> Tracer::Finalize(std::optional<double> total_time_ms) const {

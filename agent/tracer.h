@@ -43,7 +43,13 @@
 //    ready..input gradient ready; counters, no sync) and times forward calls with CUDA events,
 //    read at collection. Backward latency is host time between the hooks. Without CUDA, memory
 //    fields stay null;
-//  - feeds a TraceAggregator (memory bounded by layers, never steps) and counts hook errors.
+//  - feeds a TraceAggregator (memory bounded by layers, never steps) and counts hook errors;
+//  - with a flight recorder (SetFlightRecorder, flight/layout.h), writes where the process is
+//    (step, phase, innermost module, since when) and each call's forward and backward span into
+//    a shared-memory region the daemon reads even when the process hangs or died. The writes are
+//    plain stores under the mutex the hook already holds: no extra lock, no allocation, no syscall.
+//    The position's module is the innermost call open when the event happened: exact for one
+//    forward thread (calls nest), approximate when several threads run forwards at once.
 //
 // Steps: a root call (is_root) starts a step; step = index of the root call in the session.
 // Calls nest; the first call entered while no call is active starts a new "forward" and empties the
@@ -103,6 +109,8 @@
 #include "agent/pending_results.h"
 #include "agent/stats.h"
 #include "agent/stats_cache.h"
+#include "flight/layout.h"
+#include "flight/reader.h"
 #include "guest/fork.h"
 #include "guest/hook_guard.h"
 #include "trace/aggregator.h"
@@ -112,6 +120,9 @@
 
 namespace torch::autograd {
 struct Node;
+}
+namespace tracetorch::flight {
+class Recorder;
 }
 
 namespace tracetorch::agent {
@@ -128,6 +139,8 @@ struct TracerOptions {
   std::function<std::unique_ptr<Completion>()> cpu_completion;
   // How long Stop() waits, in all, for samples still in flight before dropping them.
   absl::Duration stop_wait = absl::Seconds(2);
+  // When WatchSnapshot() calls a flight recorder's position a stall (see flight/reader.h).
+  flight::StallRule stall_rule;
   // Tests: called on the hook's thread before each tensor or gradient reduction, with no lock of
   // the Tracer held (a test blocks here to prove it). Must not call back into the Tracer's hooks.
   std::function<void(const at::Tensor&)> before_reduce;
@@ -221,6 +234,19 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // reference until the sink is replaced. No-op in a forked child.
   void SetEventSink(std::shared_ptr<EventSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Sets (or, with nullptr, removes) the flight recorder the hooks write to from now on; the names
+  // of the layers already declared are written to it first, and its recording flag follows
+  // active(). One Tracer writes a recorder at a time. No-op in a forked child.
+  void SetFlightRecorder(std::shared_ptr<flight::Recorder> recorder) ABSL_LOCKS_EXCLUDED(mu_);
+  // A front door that knows the phase (the optimizer's step) moves the position there; ignored
+  // while not recording or without a recorder.
+  void MarkPhase(flight::Phase phase) ABSL_LOCKS_EXCLUDED(mu_);
+  // Snapshot() plus, with a flight recorder while recording, where the process is in
+  // metadata.extra: "flight_position" ("step 12, forward, in fc1"), "flight_position_age_s"
+  // (seconds since it last moved) and "flight_stalled" ("true" once that age passes
+  // TracerOptions::stall_rule's threshold). What the watch file shows.
+  TraceRecord WatchSnapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // The session's hook error counter (reset by Start()), for the front doors' own callbacks:
   //   guest::GuardHook(tracer->errors(), "post_hook", [&] { ... });
   //   tracer->errors().Record("finalize", status.ToString());
@@ -262,7 +288,8 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
     // already in `inputs`).
     std::vector<std::shared_ptr<DeferredStats>> input_stats;
     int64_t step = 0;
-    uint64_t seq = 0;  // Order of BeginCall among the session's calls.
+    uint64_t seq = 0;           // Order of BeginCall among the session's calls.
+    LayerId parent = kNoLayer;  // The call open around it when it began (the flight position).
     Clock::time_point start;
     // Gradient edge of the first input that requires grad, captured before the call ran.
     std::shared_ptr<torch::autograd::Node> input_node;
@@ -403,6 +430,14 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::optional<c10::Device> NodeDoneDevice(const NodeListeners& node) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TraceRecord SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A backward call's span, ended at `end`, with flight::kSpanNonFinite when a gradient had a NaN.
+  void FlightSpan(const BackwardCall& bc, Clock::time_point end, uint32_t flags)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The flight recorder's side of a call's end (or abort): its span, with these flags
+  // (flight::kSpanNonFinite; nullopt: no span, the call raised or was not scanned), and the
+  // position back in the enclosing call.
+  void FlightExit(const CallState& c, Clock::time_point end, std::optional<uint32_t> span_flags)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deferred half (tracer_deferred.cc). Queues the forward sample of a call in a deferred
   // session (device statistics or timing still running; every sample with deferred_cpu).
   void DeferForward(CallState& c, ForwardSample sample,
@@ -463,6 +498,8 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::vector<std::string> layer_names_ ABSL_GUARDED_BY(mu_);               // full_name by LayerId.
   std::vector<std::optional<LayerInfo>> layer_infos_ ABSL_GUARDED_BY(mu_);  // For sink replay.
   std::shared_ptr<EventSink> sink_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<flight::Recorder> recorder_ ABSL_GUARDED_BY(mu_);
+  LayerId forward_layer_ ABSL_GUARDED_BY(mu_) = kNoLayer;  // Innermost open call (flight position).
   std::vector<CallState> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_calls_ ABSL_GUARDED_BY(mu_);
   int32_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;

@@ -443,6 +443,26 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
                        "The daemon's TraceService socket (default as for 'sessions'); A,B,...: "
                        "the daemon among them that has the session ('latest': over all)");
 
+  ForensicsRequest forensics_args;
+  CLI::App* forensics = app.add_subcommand(
+      "forensics",
+      "Where a daemon session's process was when it hung, crashed or went NaN, and what led "
+      "there (its forensic bundles); with --job, where each rank of a job is and which stopped "
+      "first");
+  forensics->add_option("session", forensics_args.session, "Session id, or 'latest' (default)");
+  forensics->add_option("--job", forensics_args.job_id,
+                        "The job's view instead: every rank, which stopped first, which saw a "
+                        "NaN first");
+  forensics->add_option("--remote", forensics_args.remote,
+                        "The daemon's TraceService socket (default as for 'sessions'); A,B,...: "
+                        "several daemons (a job across nodes)");
+  forensics->add_flag("--now", forensics_args.now,
+                      "Also take a bundle now from a live session's flight recorder");
+  forensics->add_flag("--json", forensics_args.json, "Print the bundles (or the job) as JSON");
+  forensics->add_option("--perfetto", forensics_args.perfetto,
+                        "Write the flight recorder's ring (every rank's, with --job) as a "
+                        "Perfetto/Chrome trace to FILE (ui.perfetto.dev, chrome://tracing)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -475,12 +495,13 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   if (report_command.parsed()) return report_command.Run(env, daemon);
 #endif
   if (watch->parsed()) return RunWatch(watch_args, style, env, daemon);
-  const bool for_daemon =
-      baseline_args.baseline->parsed() || sessions->parsed() || snapshot->parsed();
+  const bool for_daemon = baseline_args.baseline->parsed() || sessions->parsed() ||
+                          snapshot->parsed() || forensics->parsed();
   if (for_daemon && daemon == nullptr) return kNeedsDaemonClient;
   if (baseline_args.baseline->parsed()) return daemon->Baseline(baseline_args.Get(), env);
   if (sessions->parsed()) return daemon->Sessions(sessions_args, env);
   if (snapshot->parsed()) return daemon->Snapshot(snapshot_args, env);
+  if (forensics->parsed()) return daemon->Forensics(forensics_args, style, env);
 
   *env.err << app.help();
   return kExitUsage;

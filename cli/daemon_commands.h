@@ -79,6 +79,17 @@ struct RemoteWatchRequest {
   LayerFilter filter;
 };
 
+// `forensics [SESSION|latest] [--now] | --job JOB`, with [--remote ADDR|A,B,...] [--json]
+// [--perfetto FILE]: a session's forensic bundles, or a job's view over its ranks.
+struct ForensicsRequest {
+  std::string session;  // Empty: "latest" (without --job).
+  std::string job_id;   // Set: the job view.
+  std::string remote;   // Empty: the default service address.
+  bool json = false;
+  bool now = false;      // Also a bundle taken now from a live session's flight recorder.
+  std::string perfetto;  // Write the flight recorder's ring as a Chrome/Perfetto trace here.
+};
+
 // Runs the daemon subcommands. Each returns the exit code (commands.h) and prints what the command
 // prints, errors included, on env.out / env.err.
 class DaemonCommands {
@@ -94,6 +105,8 @@ class DaemonCommands {
                     const CliEnvironment& env) const = 0;
   // Fetches without printing; the error's message is the one line to print.
   virtual absl::StatusOr<FetchedTrace> Fetch(const FetchRequest& request) const = 0;
+  virtual int Forensics(const ForensicsRequest& request, const Style& style,
+                        const CliEnvironment& env) const = 0;
 };
 
 }  // namespace tracetorch::cli

@@ -18,6 +18,7 @@
 #include "cli/command_io.h"
 #include "cli/daemon_connect.h"
 #include "cli/fleet_sessions.h"
+#include "cli/forensics_command.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/multi_job_watch.h"
@@ -49,20 +50,25 @@ std::string SessionsToText(const v1::ListSessionsResponse& list,
     return daemons.empty() ? std::string()
                            : absl::StrFormat("%-*s ", static_cast<int>(daemon_width), name);
   };
-  std::string out =
-      absl::StrCat(daemon_column("DAEMON"),
-                   absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s\n", "SESSION", "STATE",
-                                   "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED"));
+  const int64_t now = absl::GetCurrentTimeNanos();
+  std::string out = absl::StrCat(
+      daemon_column("DAEMON"),
+      absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s  %s\n", "SESSION", "STATE", "PID",
+                      "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED", "WHERE"));
   for (int i = 0; i < list.sessions_size(); ++i) {
     const v1::SessionInfo& s = list.sessions(i);
     const v1::ProcessIdentity& id = s.identity();
     const size_t at = static_cast<size_t>(i);
+    // Where the process is (live), or how it ended (aborted): its flight recorder's view.
+    const std::string where =
+        s.state() == v1::SESSION_STATE_FINISHED ? "" : Sanitize(FlightText(s, now));
     absl::StrAppend(&out, daemon_column(at < daemons.size() ? Sanitize(daemons[at]) : ""));
-    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n",
-                          Sanitize(s.session_id()), SessionStateName(s.state()), id.pid(),
+    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d  %s\n",
+                          Sanitize(s.session_id()), SessionStateName(s), id.pid(),
                           id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
                           id.model_name().empty() ? std::string("-") : Sanitize(id.model_name()),
-                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events());
+                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events(),
+                          where.empty() ? "-" : where);
   }
   return out;
 }
@@ -222,6 +228,11 @@ int GrpcDaemonCommands::Watch(const RemoteWatchRequest& request, const Style& st
   absl::Status s = RunRemoteWatchCommand(*target, std::move(options), env.out, wait);
   if (!s.ok()) return Fail(env, std::string(s.message()));
   return kExitOk;
+}
+
+int GrpcDaemonCommands::Forensics(const ForensicsRequest& request, const Style& style,
+                                  const CliEnvironment& env) const {
+  return RunForensics(request, style, env);
 }
 
 int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) {

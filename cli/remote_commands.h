@@ -24,6 +24,8 @@ class GrpcDaemonCommands final : public DaemonCommands {
   int Watch(const RemoteWatchRequest& request, const Style& style,
             const CliEnvironment& env) const override;
   absl::StatusOr<FetchedTrace> Fetch(const FetchRequest& request) const override;
+  int Forensics(const ForensicsRequest& request, const Style& style,
+                const CliEnvironment& env) const override;
 };
 
 // Runs `tracetorch` with argv[0..argc) (RunTracetorchCommand with GrpcDaemonCommands) and returns

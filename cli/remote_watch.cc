@@ -33,7 +33,8 @@ bool IsFatalWatchError(absl::StatusCode code) {
 SessionSummary SummaryFromProto(const v1::SessionInfo& info) {
   SessionSummary s;
   s.session_id = info.session_id();
-  s.state = SessionStateName(info.state());
+  s.state = SessionStateName(info);
+  s.position = FlightText(info, absl::GetCurrentTimeNanos());
   s.events = info.events();
   s.dropped_events = info.dropped_events();
   s.rejected_events = info.rejected_events();

@@ -1,12 +1,16 @@
 #include "client/daemon_client.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -48,15 +52,17 @@ constexpr size_t kLayersPerTableFrame = 4096;
 
 class DaemonClient::Impl {
  public:
-  Impl(DaemonClientOptions options, std::string socket_path)
+  Impl(DaemonClientOptions options, std::string socket_path, int flight_fd)
       : options_(std::move(options)),
         socket_path_(std::move(socket_path)),
+        flight_fd_(flight_fd),
         queue_(options_.queue_capacity, options_.max_frame_bytes, options_.max_batch_events),
         replay_(options_.replay_capacity, options_.replay_max_bytes) {}
 
   ~Impl() {
     if (thread_.joinable()) thread_.join();
     CloseSocket();
+    if (flight_fd_ >= 0) close(flight_fd_);
   }
 
   absl::Status Start() {
@@ -442,13 +448,17 @@ class DaemonClient::Impl {
     }
     hello.identity = &options_.identity;
     hello.resume_session_id = resume;
+    if (flight_fd_ >= 0) {
+      hello.flight_layout_version = options_.flight_layout_version;
+      hello.flight_region_bytes = options_.flight_region_bytes;
+    }
     out_.clear();
     wire::AppendHelloFrame(hello, &out_);
     for (size_t i = 0; i < layers.size(); i += kLayersPerTableFrame) {
       const size_t n = std::min(kLayersPerTableFrame, layers.size() - i);
       wire::AppendLayerTableFrame(absl::MakeConstSpan(layers).subspan(i, n), &out_);
     }
-    absl::Status s = socket_->WriteAll(out_, deadline);
+    absl::Status s = socket_->WriteAllPassingFd(out_, flight_fd_, deadline);
     if (s.ok()) s = AwaitWelcome(deadline);
     if (s.ok()) s = Resend(deadline);
     if (!s.ok()) {
@@ -588,7 +598,8 @@ class DaemonClient::Impl {
 
   const DaemonClientOptions options_;
   const std::string socket_path_;
-  EventQueue queue_;  // The events; its own lock (event_queue.h says why).
+  const int flight_fd_;  // Our duplicate of the flight recorder's memfd; -1: none.
+  EventQueue queue_;     // The events; its own lock (event_queue.h says why).
 
   // Owned by the sender thread only.
   std::optional<FrameSocket> socket_;  // The connection, when there is one.
@@ -641,7 +652,16 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(DaemonClientO
   if (options.max_frame_bytes < 1024) {
     return absl::InvalidArgumentError("max_frame_bytes must be at least 1024");
   }
-  auto impl = std::make_unique<Impl>(std::move(options), *std::move(path));
+  int flight_fd = -1;
+  if (options.flight_recorder_fd >= 0) {
+    flight_fd = fcntl(options.flight_recorder_fd, F_DUPFD_CLOEXEC, 0);
+    if (flight_fd < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot duplicate the flight recorder's descriptor ",
+                       options.flight_recorder_fd, ": ", std::strerror(errno)));
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), *std::move(path), flight_fd);
   if (absl::Status s = impl->Start(); !s.ok()) return s;
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(impl)));
 }

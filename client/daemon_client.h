@@ -83,6 +83,12 @@ struct DaemonClientOptions {
   // the oldest go first. 0 events: nothing is kept or re-sent.
   size_t replay_capacity = 1 << 16;
   size_t replay_max_bytes = 32 << 20;
+  // The flight recorder's memfd (flight/layout.h), or -1 for none. Create() takes its own
+  // duplicate (the caller keeps and closes its descriptor) and attaches it to every Hello
+  // (SCM_RIGHTS), with Hello.flight_recorder saying so, so that a restarted daemon gets it again.
+  int flight_recorder_fd = -1;
+  uint32_t flight_layout_version = 0;
+  uint64_t flight_region_bytes = 0;
   // Where the client reports a daemon refusing the session (the live-session limits, another
   // uid's session, a protocol version it does not speak): one line per kind of refusal (status
   // code) for the client's lifetime, whatever the retries; each refusal is also counted

@@ -408,6 +408,12 @@ void AppendHelloFrame(const HelloFields& hello, std::string* out) {
         UintField(s, 4, hello.dropped_events);
         UintField(s, 5, hello.sent_events);
         OptUint(s, 6, hello.replay_first_event);
+        if (hello.flight_layout_version != 0) {
+          MessageField(s, 7, [&](auto& n) {
+            UintField(n, 1, hello.flight_layout_version);
+            UintField(n, 2, hello.flight_region_bytes);
+          });
+        }
       },
       out);
 }

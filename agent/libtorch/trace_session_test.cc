@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "trace/json.h"
 
@@ -478,6 +479,33 @@ TEST(TraceSessionCpp, ExportWritesJsonAndWatchFile) {
   absl::StatusOr<TraceRecord> watched = ReadTraceFile(watch);  // The final flush at Stop().
   ASSERT_TRUE(watched.ok()) << watched.status();
   EXPECT_EQ(watched->layers.size(), read->layers.size());
+}
+
+// The flight recorder (flight/layout.h) reaches the C++ door too: while a session runs, its
+// watch file says where the process is.
+TEST(TraceSessionCpp, WatchFileSaysWhereTheProcessIs) {
+  Net net;
+  const std::string watch = ::testing::TempDir() + "/h7_flight_watch.json";
+  std::filesystem::remove(watch);
+  TraceSessionOptions options;
+  options.watch_path = watch;
+  options.watch_interval = absl::Milliseconds(100);
+  auto session = TraceSession::Create(*net, options);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Start().ok());
+  for (int i = 0; i < 3; ++i) net->forward(torch::randn({1, 3, 8, 8}));
+  std::string where;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (where.empty() && absl::Now() < deadline) {
+    absl::StatusOr<TraceRecord> r = ReadTraceFile(watch);
+    if (r.ok()) {
+      if (const std::string* p = r->metadata.FindExtra("flight_position"); p != nullptr) where = *p;
+    }
+    if (where.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE((*session)->Stop().ok());
+  // In or after the third forward (step 2): the extra is JSON text.
+  EXPECT_TRUE(absl::StartsWith(where, "\"step 2, ")) << where;
 }
 
 TEST(TraceSessionCpp, AbsentDaemonDoesNotDisturbTheRecord) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/daemon_sink.h"
+#include "agent/flight_setup.h"
 #include "agent/ops/nan_op_watch.h"
 #include "agent/python/record_convert.h"
 #include "agent/python/status_translate.h"
@@ -135,7 +136,10 @@ TraceMetadata ToMetadata(const py::dict& d) {
 // thread only touches the Tracer, which is thread-safe.
 class SessionEngine {
  public:
-  SessionEngine(std::shared_ptr<Tracer> tracer) : tracer_(std::move(tracer)) {}
+  SessionEngine(std::shared_ptr<Tracer> tracer)
+      : tracer_(std::move(tracer)), recorder_(agent::MakeFlightRecorder()) {
+    tracer_->SetFlightRecorder(recorder_);
+  }
   ~SessionEngine() {
     flusher_.reset();
     if (sink_ != nullptr) {
@@ -153,6 +157,7 @@ class SessionEngine {
     agent::DaemonSinkOptions options;
     options.client.address = address;
     options.client.identity = protocol::IdentityFor(ToMetadata(metadata));
+    options.flight_recorder = recorder_;
     absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
         agent::DaemonSink::Create(std::move(options));
     if (!sink.ok()) ThrowStatus(sink.status());
@@ -246,6 +251,16 @@ class SessionEngine {
 
   void SetMetadata(const py::dict& metadata) { tracer_->SetMetadata(ToMetadata(metadata)); }
 
+  // The optimizer's step begins ("optimizer") or ends ("outside"): the flight position's phase.
+  void MarkPhase(const std::string& phase) {
+    std::optional<flight::Phase> p = agent::ParsePhase(phase);
+    if (!p) throw py::value_error(absl::StrCat("unknown phase '", phase, "'"));
+    tracer_->MarkPhase(*p);
+  }
+
+  // Whether this session has a flight recorder (flight/layout.h).
+  bool has_flight_recorder() const { return recorder_ != nullptr; }
+
   void Start() {
     if (absl::Status s = tracer_->Start(); !s.ok()) ThrowStatus(s);
     final_.reset();
@@ -258,7 +273,7 @@ class SessionEngine {
     std::weak_ptr<Tracer> weak = tracer_;
     absl::StatusOr<std::unique_ptr<agent::WatchFlusher>> flusher =
         agent::WatchFlusher::Start(path, absl::Seconds(interval_s), [weak]() -> TraceRecord {
-          if (std::shared_ptr<Tracer> t = weak.lock()) return t->Snapshot();
+          if (std::shared_ptr<Tracer> t = weak.lock()) return t->WatchSnapshot();
           return TraceRecord{};
         });
     if (!flusher.ok()) ThrowStatus(flusher.status());
@@ -457,6 +472,7 @@ class SessionEngine {
   }
 
   const std::shared_ptr<Tracer> tracer_;
+  const std::shared_ptr<flight::Recorder> recorder_;  // Null: none (see flight_setup.h).
   std::shared_ptr<agent::DaemonSink> sink_;
   std::optional<client::DaemonClientStats> closed_stats_;  // Of the last closed stream.
   std::string closed_session_id_;
@@ -530,6 +546,15 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
              // The deferred-collection machinery on CPU (agent/pending_results.h), for tests.
              const char* deferred = std::getenv("TRACETORCH_DEFERRED_STATS");
              options.deferred_cpu = deferred != nullptr && std::string_view(deferred) == "1";
+             // The watch file's stall floor (flight/reader.h StallRule), for tests and impatient
+             // users: TRACETORCH_STALL_FLOOR_S seconds (default 60).
+             if (const char* floor = std::getenv("TRACETORCH_STALL_FLOOR_S"); floor != nullptr) {
+               char* end = nullptr;
+               const double seconds = std::strtod(floor, &end);
+               if (end != floor && seconds > 0) {
+                 options.stall_rule.floor = absl::Seconds(seconds);
+               }
+             }
              absl::StatusOr<std::shared_ptr<Tracer>> tracer =
                  Tracer::Create(options, ToMetadata(metadata));
              if (!tracer.ok()) ThrowStatus(tracer.status());
@@ -540,6 +565,8 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
       .def("declare_layer", &SessionEngine::DeclareLayer, py::arg("name"), py::arg("type"),
            py::arg("full_name"), py::arg("depth"), py::arg("params"))
       .def("set_metadata", &SessionEngine::SetMetadata, py::arg("metadata"))
+      .def("mark_phase", &SessionEngine::MarkPhase, py::arg("phase"))
+      .def_property_readonly("has_flight_recorder", &SessionEngine::has_flight_recorder)
       .def("start", &SessionEngine::Start)
       .def("connect_daemon", &SessionEngine::ConnectDaemon, py::arg("address"), py::arg("metadata"))
       .def("close_stream", &SessionEngine::CloseStream, py::arg("wait_s") = 1.0,

@@ -24,6 +24,7 @@ struct DaemonCounters {
   std::atomic<uint64_t> index_errors{0};     // Index writes that failed.
   std::atomic<uint64_t> baseline_errors{0};  // Baselines that could not be written or removed.
   std::atomic<uint64_t> sessions_evicted{0};
+  std::atomic<uint64_t> flight_recorders_refused{0};  // Passed recorders the daemon refused.
 };
 
 inline void Bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {

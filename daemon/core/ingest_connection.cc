@@ -1,5 +1,7 @@
 #include "daemon/core/ingest_connection.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -41,7 +43,20 @@ IngestConnection::IngestConnection(SessionManager* manager, DaemonCounters* coun
       max_frame_bytes_(max_frame_bytes),
       durable_wake_(std::move(durable_wake)) {}
 
-IngestConnection::~IngestConnection() { OnClosed(false); }
+IngestConnection::~IngestConnection() {
+  OnClosed(false);
+  if (passed_fd_ >= 0) close(passed_fd_);
+}
+
+void IngestConnection::OnPassedFd(int fd) {
+  if (passed_fd_ >= 0) close(passed_fd_);
+  passed_fd_ = session_ == nullptr ? fd : -1;
+  if (session_ != nullptr) close(fd);  // After the Hello: nothing to use it for.
+}
+
+bool IngestConnection::PeerStopped() const {
+  return peer_probe_ != nullptr && peer_probe_->Stopped();
+}
 
 void IngestConnection::AppendRejection(const absl::Status& status, std::string* out) {
   AppendError(status, /*fatal=*/true, out);
@@ -143,6 +158,7 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     session_id_ = session_->id();
     if (durable_wake_) listener_ = session_->AddDurableListener(durable_wake_);
     told_ = session_->durable();
+    FollowSession(message_.hello().has_flight_recorder());
     v1::DaemonMessage welcome;
     welcome.mutable_welcome()->set_session_id(session_id_);
     welcome.mutable_welcome()->set_resumed(opened->resumed);
@@ -183,6 +199,41 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
   }
   return Fail("empty message", absl::InvalidArgumentError("AgentMessage without a kind"),
               /*count_frame=*/true, out);
+}
+
+void IngestConnection::FollowSession(bool has_recorder) {
+  const int fd = std::exchange(passed_fd_, -1);
+  if (absl::StatusOr<std::unique_ptr<ProcessProbe>> probe = ProcessProbe::Open(peer_.pid);
+      probe.ok()) {
+    peer_probe_ = *std::move(probe);
+  }
+  if (monitor_ == nullptr) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  std::shared_ptr<FlightRegion> region;
+  if (has_recorder && fd < 0) {
+    Bump(counters_->flight_recorders_refused);
+    log_->Warn("flight recorder", absl::StrCat("ingest: session ", session_id_,
+                                               ": a Hello announced a flight recorder but passed "
+                                               "no descriptor"));
+  } else if (has_recorder) {
+    absl::StatusOr<std::shared_ptr<FlightRegion>> adopted = FlightRegion::Adopt(fd);
+    if (adopted.ok()) {
+      region = *std::move(adopted);
+    } else {
+      Bump(counters_->flight_recorders_refused);
+      log_->Warn("flight recorder",
+                 absl::StrCat("ingest: session ", session_id_,
+                              ": flight recorder refused: ", adopted.status().message()));
+    }
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  monitor_->Watch(
+      session_,
+      FlightMonitor::Target{
+          .pid = peer_.pid, .uid = peer_.uid, .probe = peer_probe_, .region = std::move(region)});
 }
 
 void IngestConnection::HandleOutcome(const BatchOutcome& r, std::string* out) {

@@ -18,6 +18,10 @@
 // instead of polling. The End is answered with the session's final snapshot, written before OnFrame
 // returns, and its Durable frame: the agent holds the session's tail until then
 // (client/daemon_client.h, Close).
+// The flight recorder: with a FlightMonitor set, every accepted session is followed by it (its
+// process through a pidfd), with the recorder the agent passed with its Hello (OnPassedFd before
+// the Hello frame; Hello.flight_recorder set). A recorder that is refused is logged and counted
+// (flight_recorders_refused); the session goes on without one.
 //
 // Thread-compatible: one connection thread drives it.
 #ifndef TRACETORCH_DAEMON_CORE_INGEST_CONNECTION_H_
@@ -33,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/core/counters.h"
+#include "daemon/core/flight_monitor.h"
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session.h"
 #include "daemon/core/session_manager.h"
@@ -74,6 +79,16 @@ class IngestConnection {
   // Whether a Hello was accepted (the connection has a session).
   bool has_session() const { return session_ != nullptr; }
 
+  // The monitor that follows the sessions this connection opens (not owned; null: none). Set
+  // before the first frame.
+  void set_flight_monitor(FlightMonitor* monitor) { monitor_ = monitor; }
+  // A descriptor the peer passed with the bytes read next (SCM_RIGHTS): the connection owns it.
+  // The one that came with the Hello is its flight recorder; any other is closed.
+  void OnPassedFd(int fd);
+  // Whether the peer process is stopped (SIGSTOP, a debugger): alive but sending nothing, which
+  // the server does not count as idle.
+  bool PeerStopped() const;
+
   // Appends a fatal IngestError frame and counts a rejected connection (allow-list, connection
   // limit): used by the server before any frame is read.
   static void AppendRejection(const absl::Status& status, std::string* out);
@@ -84,6 +99,8 @@ class IngestConnection {
   void HandleOutcome(const BatchOutcome& r, std::string* out);
   // Gives the session back to the manager (which writes its snapshot), once.
   void Release();
+  // A Hello was accepted: the monitor follows the session (with the recorder passed, if any).
+  void FollowSession(bool has_recorder);
   bool Fail(std::string_view cause, const absl::Status& status, bool count_frame, std::string* out);
 
   SessionManager* const manager_;
@@ -105,6 +122,9 @@ class IngestConnection {
   bool released_ = false;  // The session went back to the manager (End, or closed).
   bool closed_ = false;
   bool warned_undeclared_ = false;
+  FlightMonitor* monitor_ = nullptr;
+  int passed_fd_ = -1;                        // Owned; -1: none.
+  std::shared_ptr<ProcessProbe> peer_probe_;  // For PeerStopped(); null when not available.
 };
 
 // Appends a DaemonMessage frame (u32 LE length + payload) to `out`.

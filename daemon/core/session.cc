@@ -31,6 +31,33 @@ void CapTensors(std::vector<TensorInfo>* tensors) {
   tensors->shrink_to_fit();
 }
 
+int64_t UnixNsOrZero(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixNanos(t); }
+
+void FlightToProto(const FlightStatus& f, v1::FlightStatus* out) {
+  if (!f.recorder && !f.exit.has_value() && f.bundles == 0) return;
+  out->set_recorder(f.recorder);
+  out->set_position(f.position);
+  out->set_step(f.step);
+  out->set_phase(f.phase);
+  out->set_layer(f.layer);
+  out->set_moved_unix_ns(UnixNsOrZero(f.moved));
+  out->set_since_unix_ns(UnixNsOrZero(f.since));
+  out->set_stalled(f.stalled);
+  out->set_stalled_since_unix_ns(f.stalled ? UnixNsOrZero(f.stalled_since) : 0);
+  out->set_stall_threshold_s(absl::ToDoubleSeconds(f.stall_threshold));
+  out->set_median_step_s(f.median_step ? absl::ToDoubleSeconds(*f.median_step) : 0.0);
+  out->set_stalls(f.stalls);
+  if (f.exit.has_value()) {
+    v1::ProcessExit* e = out->mutable_exit();
+    e->set_known(f.exit->known);
+    e->set_signal(f.exit->signal);
+    e->set_code(f.exit->code);
+    e->set_core_dumped(f.exit->core_dumped);
+    e->set_description(f.exit->description);
+  }
+  out->set_bundles(f.bundles);
+}
+
 TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
   TraceMetadata m;
   m.model_name = id.model_name();
@@ -389,6 +416,7 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
     if (!m.nan_origin) {
       m.nan_origin = got;
       aggregator_.SetMetadata(std::move(m));
+      nan_found_ = arrived;
     } else if (m.nan_origin->op.empty() && !got.op.empty() && m.nan_origin->layer == got.layer &&
                m.nan_origin->step == got.step) {
       m.nan_origin = got;  // The same origin, now with its op (sent after the step's forward).
@@ -480,6 +508,25 @@ bool Session::has_events() const {
 
 uint64_t Session::DroppedLocked() const { return client_dropped_ + lost_events_; }
 
+void Session::SetFlight(const FlightStatus& flight) {
+  absl::MutexLock lock(&mu_);
+  if (flight == flight_) return;
+  flight_ = flight;
+  ++changes_;
+}
+
+FlightStatus Session::flight() const {
+  absl::MutexLock lock(&mu_);
+  return flight_;
+}
+
+std::optional<Session::NanFound> Session::nan_found() const {
+  absl::MutexLock lock(&mu_);
+  std::optional<NanOrigin> origin = aggregator_.metadata().nan_origin;
+  if (!origin.has_value()) return std::nullopt;
+  return NanFound{*std::move(origin), nan_found_};
+}
+
 v1::SessionInfo Session::Info() const {
   absl::MutexLock lock(&mu_);
   return InfoLocked();
@@ -508,6 +555,13 @@ v1::SessionInfo Session::InfoLocked() const {
   info.set_peer_uid(peer_.uid);
   info.set_peer_gid(peer_.gid);
   info.set_peer_pid(peer_.pid);
+  FlightToProto(flight_, info.mutable_flight());
+  if (nan_found_ != absl::InfinitePast()) {
+    info.mutable_flight()->set_nan_found_unix_ns(absl::ToUnixNanos(nan_found_));
+    if (std::optional<NanOrigin> origin = aggregator_.metadata().nan_origin) {
+      ToProto(*origin, info.mutable_flight()->mutable_nan_origin());
+    }
+  }
   return info;
 }
 

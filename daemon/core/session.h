@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/core/flight_status.h"
 #include "daemon/core/history.h"
 #include "protocol/frame_decoder.h"
 #include "trace/aggregator.h"
@@ -130,6 +131,17 @@ class Session {
 
   SessionState state() const ABSL_LOCKS_EXCLUDED(mu_);
   int32_t peer_uid() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // What the flight monitor (flight_monitor.h) knows of the process: reported in Info()
+  // (SessionInfo.flight, with the NaN origin and when it arrived). A change bumps the version.
+  void SetFlight(const FlightStatus& flight) ABSL_LOCKS_EXCLUDED(mu_);
+  FlightStatus flight() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The NaN origin received so far, with when it arrived (daemon clock).
+  struct NanFound {
+    NanOrigin origin;
+    absl::Time at;
+  };
+  std::optional<NanFound> nan_found() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether any event was accepted, rejected or reported dropped (restored counts included): a
   // session without is not worth keeping as history (a Hello and nothing else).
   bool has_events() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -241,6 +253,8 @@ class Session {
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;            // The version (WatchView).
   std::string op_graph_json_ ABSL_GUARDED_BY(mu_);       // First op graph received, canonical.
   absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  FlightStatus flight_ ABSL_GUARDED_BY(mu_);
+  absl::Time nan_found_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // When the origin came.
   // By aggregator id, for WatchView: versions of the latest and first accepted event, and of the
   // first history point (0 = none yet), and of the latest history thinning (0 = never).
   std::vector<uint64_t> layer_changed_ ABSL_GUARDED_BY(mu_);

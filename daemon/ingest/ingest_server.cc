@@ -56,6 +56,31 @@ bool SendAll(int fd, std::string_view data) {
   return true;
 }
 
+// read(2) that also takes the descriptors the peer passed with these bytes (SCM_RIGHTS) and hands
+// them to `conn`.
+ssize_t ReceiveWithFds(int fd, char* data, size_t size, IngestConnection& conn) {
+  constexpr size_t kMaxFds = 4;
+  iovec iov{data, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int passed;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      conn.OnPassedFd(passed);
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
 absl::Status ClaimSocketPath(const std::string& path) {
@@ -344,6 +369,7 @@ void IngestServer::Serve(std::unique_ptr<Connection> c) {
       const uint64_t one = 1;
       (void)!write(wake, &one, sizeof(one));
     });
+    conn.set_flight_monitor(options_.flight_monitor);
     ReadFrames(*c, conn);
   }  // ~IngestConnection: the session's listener is gone before the eventfd closes.
   counters_->connections_open.fetch_sub(1, std::memory_order_relaxed);
@@ -406,6 +432,10 @@ void IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
     }
     if (ready == 0) {
       if (absl::Now() < deadline) continue;
+      if (conn.has_session() && conn.PeerStopped()) {
+        last_frame = absl::Now();  // Stopped, not idle: it is alive and will go on.
+        continue;
+      }
       conn.OnTimeout(
           absl::DeadlineExceededError(
               conn.has_session()
@@ -416,7 +446,7 @@ void IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
       break;
     }
     if (ready > 0 && p[0].revents == 0) continue;  // Only the wake-up.
-    const ssize_t n = ready < 0 ? -1 : read(fd, buf.space(), buf.space_size());
+    const ssize_t n = ready < 0 ? -1 : ReceiveWithFds(fd, buf.space(), buf.space_size(), conn);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       conn.OnClosed(/*truncated=*/!buf.data().empty());

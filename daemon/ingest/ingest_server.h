@@ -22,6 +22,12 @@
 // signals whenever a snapshot of it is written (IngestConnection's durable_wake), and then writes
 // the Durable frame (IngestConnection::AppendDurable): no polling interval.
 //
+// Descriptors: connections are read with recvmsg(2); a descriptor a peer passes (SCM_RIGHTS: the
+// agent's flight recorder, with its Hello) goes to its IngestConnection, close-on-exec; at most a
+// few per read are accepted (the kernel closes the rest). A peer whose process is stopped
+// (SIGSTOP, a debugger: IngestConnection::PeerStopped) is not timed out as idle: it is stalled,
+// which the flight monitor reports, not gone.
+//
 // Socket access is never best effort: a mode or group that cannot be set (the socket's, or the
 // socket directory's when it is created here) is a startup error naming the path, the operation
 // and errno's text, since the socket would otherwise be open to other users or closed to the
@@ -58,6 +64,7 @@
 namespace tracetorch::daemon {
 
 class IngestConnection;
+class FlightMonitor;
 
 struct IngestServerOptions {
   std::string socket_path;
@@ -81,6 +88,9 @@ struct IngestServerOptions {
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
   std::optional<gid_t> socket_group;  // The socket's group (SetSocketAccess).
+  // Follows every accepted session's process and flight recorder (not owned; must outlive the
+  // server). Null: none.
+  FlightMonitor* flight_monitor = nullptr;
 };
 
 // Makes `path` available for a new listener: FailedPrecondition ("another tracetorchd is already

@@ -182,6 +182,17 @@ const std::vector<StatsSeries>& StatsSeriesTable() {
        "Connections closed for want of progress (no Hello, or no complete frame, in time)."},
       {"connections_evicted", "tracetorchd_connections_evicted_total", true,
        "Connections without a Hello closed to make room for newer ones (slots full)."},
+      {"stalled_sessions", "tracetorchd_stalled_sessions", false,
+       "Live sessions whose flight recorder position has not moved for their stall threshold."},
+      {"stalls_total", "tracetorchd_stalls_total", true, "Stall episodes seen."},
+      {"flight_recorders", "tracetorchd_flight_recorders", false,
+       "Sessions followed now with the flight recorder their agent passed."},
+      {"flight_recorders_refused", "tracetorchd_flight_recorders_refused_total", true,
+       "Flight recorders passed by agents that the daemon refused (not a sealed memfd, ...)."},
+      {"forensic_bundles_total", "tracetorchd_forensic_bundles_total", true,
+       "Forensic bundles written (stalled, aborted, first NaN/Inf)."},
+      {"forensic_bundle_errors", "tracetorchd_forensic_bundle_errors_total", true,
+       "Forensic bundles that could not be written to the data directory (kept in memory)."},
   };
   return *table;
 }
@@ -223,6 +234,15 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
              "Cross-rank divergence findings naming this session's rank (layers whose latency or "
              "gradient norm departs from the job's other live ranks).",
              false);
+  MetricFamily stalled =
+      Family("tracetorchd_session_stalled",
+             "1 while the session is stalled: live, its process alive, and its flight recorder "
+             "position unmoved for max(factor x median step time, floor). Sessions with a flight "
+             "recorder only.",
+             false);
+  MetricFamily position_age = Family(
+      "tracetorchd_session_position_age_seconds",
+      "Seconds since the daemon last saw the session's flight recorder position move.", false);
   MetricFamily layer_latency =
       Family("tracetorchd_layer_latency_seconds",
              "Mean forward latency of the session's slowest layers (--metrics-layers).", false);
@@ -252,6 +272,14 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
       Add(newest, labels, absl::ToDoubleSeconds(s.newest_event - absl::UnixEpoch()));
     }
     Add(divergence, labels, static_cast<double>(diverging[i]));
+    if (const v1::FlightStatus& f = s.info.flight(); f.recorder()) {
+      Add(stalled, labels, f.stalled() ? 1 : 0);
+      if (f.moved_unix_ns() > 0) {
+        Add(position_age, labels,
+            std::max(0.0,
+                     absl::ToDoubleSeconds(s.scraped - absl::FromUnixNanos(f.moved_unix_ns()))));
+      }
+    }
 
     if (options.layers_per_session == 0) continue;
     std::vector<const LayerTrace*> timed;
@@ -273,7 +301,7 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
 
   std::vector<MetricFamily> out;
   for (MetricFamily* f : {&steps, &events, &dropped, &anomalies, &nan_origin, &step_time, &newest,
-                          &divergence, &layer_latency, &layer_grad}) {
+                          &divergence, &stalled, &position_age, &layer_latency, &layer_grad}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;
@@ -294,6 +322,7 @@ std::vector<SessionSample> DaemonMetrics::LiveSessions() const {
     s.record = found->session->Record();
     s.newest_event = found->session->newest_event();
     s.info = found->session->Info();
+    s.scraped = absl::Now();
     if (s.info.state() != v1::SESSION_STATE_LIVE) continue;
     out.push_back(std::move(s));
   }

@@ -22,6 +22,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/core/counters.h"
+#include "daemon/core/fleet_registry.h"
+#include "daemon/core/flight_monitor.h"
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session_manager.h"
 #include "daemon/core/write_health.h"
@@ -79,6 +81,15 @@ struct DaemonConfig {
   // Each session's per-step history as TensorBoard event files under DIR/<session id>/, written
   // as it arrives (daemon/core/tensorboard_export.h); off when empty.
   std::string tensorboard_dir;
+  // The flight monitor (daemon/core/flight_monitor.h): stalls, exits, forensic bundles
+  // (data_dir is taken from above), and the thread stacks it takes of a stalled process.
+  FlightMonitorOptions flight;
+  ToolStackCapturerOptions stacks;
+  // With a postgresql:// store: the address this daemon registers its sessions of jobs under in
+  // the fleet registry (daemon/core/fleet_registry.h), for tools to reach it. Empty: HOST:PORT of
+  // the TCP listener, else the service socket's path. fleet_interval: how often it publishes.
+  std::string advertise;
+  absl::Duration fleet_interval = absl::Seconds(1);
 };
 
 // Defaults: a system service (root, or `system` set) uses /run/tracetorch and /var/lib/tracetorch;
@@ -107,6 +118,8 @@ class Daemon {
 
   v1::DaemonStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   SessionManager& sessions() { return *manager_; }
+  // Null with service_only.
+  FlightMonitor* flight_monitor() { return flight_.get(); }
   const DaemonConfig& config() const { return config_; }
   // The TCP listener's port (the one picked for port 0); 0 without a TCP listener.
   int tcp_port() const { return tcp_port_; }
@@ -116,6 +129,7 @@ class Daemon {
  private:
   explicit Daemon(DaemonConfig config);
   void Housekeeping();
+  void PublishFleet();
 
   const DaemonConfig config_;
   const absl::Time started_;
@@ -133,6 +147,11 @@ class Daemon {
   int tcp_port_ = 0;                                  // Constant after Start().
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<IngestMemoryBudget> ingest_budget_;  // Set before any service starts.
+  std::unique_ptr<FleetRegistry> fleet_;               // With a postgresql:// store.
+  std::unique_ptr<FleetPublisher> fleet_publisher_;    // ...and agents (not service-only).
+  std::thread fleet_thread_;
+  std::unique_ptr<ToolStackCapturer> stacks_;
+  std::unique_ptr<FlightMonitor> flight_;  // Outlives ingest_ (connections hand it sessions).
   std::unique_ptr<IngestServer> ingest_;
   std::thread housekeeping_;
   absl::Notification stop_;

@@ -157,6 +157,7 @@ class TraceSession:
                                          engine=self._engine)
         self._active = False
         self._started_at = 0.0
+        self._optimizer_hooks: list = []
         self._daemon_from_env = from_env
         if self.daemon:
             # Validates the address now (ValueError for a malformed one); the stream itself is
@@ -242,7 +243,9 @@ class TraceSession:
             self._hook_manager.register()
             if self._watch_path is not None:
                 self._engine.start_watch(os.fspath(self._watch_path), self._watch_interval_s)
+            self._optimizer_hooks = _optimizer_phase_hooks(self._engine)
         except BaseException:
+            self._remove_optimizer_hooks()
             self._hook_manager.unregister()
             self._engine.finish(None)
             raise
@@ -255,11 +258,17 @@ class TraceSession:
         total_ms = (time.perf_counter() - self._started_at) * 1000.0
         self._active = False
         _open_sessions.discard(self)
+        self._remove_optimizer_hooks()
         self._hook_manager.unregister()
         self._engine.finish(total_ms)
         self._engine.fill_record(self._record)
         self._anomalies = self._engine.anomalies()
         return False
+
+    def _remove_optimizer_hooks(self) -> None:
+        for handle in self._optimizer_hooks:
+            handle.remove()
+        self._optimizer_hooks = []
 
     # ---- results -------------------------------------------------------------------------------
 
@@ -359,6 +368,19 @@ class TraceSession:
 
 
 _OPS_MODES = {None: None, "off": None, "on_nan": "on_nan"}
+
+
+def _optimizer_phase_hooks(engine: Any) -> list:
+    """The flight recorder's "optimizer" phase: torch's global optimizer step hooks (torch >= 2.0)
+    mark it while the block is active. Older torch has none: the position then stays in the
+    backward's phase until the next forward."""
+    optim = getattr(torch.optim, "optimizer", None)
+    pre = getattr(optim, "register_optimizer_step_pre_hook", None)
+    post = getattr(optim, "register_optimizer_step_post_hook", None)
+    if pre is None or post is None or not engine.has_flight_recorder:
+        return []
+    return [pre(lambda *_: engine.mark_phase("optimizer")),
+            post(lambda *_: engine.mark_phase("outside"))]
 
 
 def _resolve_ops(ops: Any) -> Optional[str]:
