@@ -25,6 +25,14 @@
 namespace tracetorch::daemon {
 namespace {
 
+// Whether the unread bytes of `fd` begin with HTTP/2's client preface (a gRPC client): "PRI " is
+// also, as a frame header, a 541 MB frame that no agent sends.
+bool StartsWithHttp2Preface(int fd) {
+  char head[4];
+  const ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(sizeof(head)) && std::memcmp(head, "PRI ", sizeof(head)) == 0;
+}
+
 std::string ErrnoText(absl::string_view what, int err) {
   return absl::StrCat(what, ": ", std::strerror(err));
 }
@@ -289,6 +297,7 @@ void IngestServer::Serve(int fd, PeerCredentials peer) {
   timeval tv{2, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   Bump(counters_->connections_open);
+  bool viewer = false;
 
   if (!Allowed(static_cast<uint32_t>(peer.uid), static_cast<uint32_t>(peer.gid))) {
     Bump(counters_->rejected_connections);
@@ -300,23 +309,44 @@ void IngestServer::Serve(int fd, PeerCredentials peer) {
     SendAll(fd, out);
   } else {
     IngestConnection conn(manager_, counters_, log_, peer, options_.max_frame_bytes);
-    ReadFrames(fd, conn);
+    viewer = ReadFrames(fd, conn) == ReadEnd::kViewer;
   }
   counters_->connections_open.fetch_sub(1, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&mu_);
+    connections_.erase(fd);  // Before close() or the hand-over: the fd number may be reused.
+    slots_.Release(static_cast<uint32_t>(peer.uid));
+  }
+  if (viewer && options_.serve_viewer) {
+    timeval none{0, 0};  // gRPC drives the socket: no send timeout, non-blocking.
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) {
+      options_.serve_viewer(fd);
+    } else {
+      close(fd);
+    }
+  } else {
+    if (viewer) {
+      log_->Warn("viewer on ingest socket",
+                 absl::StrCat("ingest: a gRPC client (pid ", peer.pid,
+                              ") connected to the agents' "
+                              "socket, which serves no viewers here; closed"));
+    }
+    close(fd);
+  }
   absl::MutexLock lock(&mu_);
-  connections_.erase(fd);  // Before close(): the fd number may be reused at once.
-  slots_.Release(static_cast<uint32_t>(peer.uid));
-  close(fd);
   --active_threads_;  // Last touch of `this`: Shutdown() may return right after.
 }
 
-void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
+IngestServer::ReadEnd IngestServer::ReadFrames(int fd, IngestConnection& conn) {
   using protocol::wire::kFrameHeaderBytes;
   FrameBuffer buf(budget_, options_.base_buffer_bytes);
   std::string out;
   const absl::Time accepted = absl::Now();
   absl::Time last_frame = accepted;  // Or the end of the last wait for memory.
   size_t frame_bytes = 0;            // The frame being read, header included; 0: header unread.
+  bool first_read = true;            // Nothing read yet: a viewer may be at the other end.
   bool open = true;
   while (open) {
     if (buf.space_size() == 0) {
@@ -354,6 +384,10 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
           &out);
       break;
     }
+    if (first_read && ready > 0) {
+      first_read = false;
+      if (StartsWithHttp2Preface(fd)) return ReadEnd::kViewer;  // Nothing consumed: gRPC's now.
+    }
     const ssize_t n = ready < 0 ? -1 : read(fd, buf.space(), buf.space_size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -388,6 +422,7 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
   }
   if (!out.empty()) SendAll(fd, out);
   conn.OnClosed(/*truncated=*/false);
+  return ReadEnd::kClosed;
 }
 
 }  // namespace tracetorch::daemon

@@ -16,6 +16,12 @@
 // Durability: each connection wakes at least every IngestConnection::kDurablePollInterval and
 // writes a Durable frame when its session's snapshot moved (IngestConnection::AppendDurable).
 //
+// Viewers on the agents' socket: a connection whose first bytes are HTTP/2's client preface
+// ("PRI * HTTP/2.0...", what a gRPC client sends first) is a tool that was given this socket's
+// path. Once it passes the allow-list it is handed to `serve_viewer` (the daemon's gRPC server),
+// so one address names the daemon whatever the socket is called; it stops counting against the
+// connection limits. Without `serve_viewer` it is closed, logged once.
+//
 // Socket access is never best effort: a mode or group that cannot be set (the socket's, or the
 // socket directory's when it is created here) is a startup error naming the path, the operation
 // and errno's text, since the socket would otherwise be open to other users or closed to the
@@ -30,6 +36,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +79,9 @@ struct IngestServerOptions {
   std::vector<uint32_t> allowed_uids;
   std::vector<uint32_t> allowed_gids;
   std::optional<gid_t> socket_group;  // The socket's group (SetSocketAccess).
+  // Takes over a viewer's connection (a non-blocking socket whose unread bytes start with the
+  // HTTP/2 preface); it owns `fd` from then on. Called on the connection's thread.
+  std::function<void(int fd)> serve_viewer;
 };
 
 // Makes `path` available for a new listener: FailedPrecondition ("another tracetorchd is already
@@ -113,7 +123,9 @@ class IngestServer {
                RateLimitedLog* log, IngestMemoryBudget* budget, int listen_fd, int wake_fd);
   void AcceptLoop();
   void Serve(int fd, PeerCredentials peer);
-  void ReadFrames(int fd, IngestConnection& conn);
+  // How a connection's reading ended: the peer is gone (or was closed), or it is a viewer.
+  enum class ReadEnd { kClosed, kViewer };
+  ReadEnd ReadFrames(int fd, IngestConnection& conn);
   bool Allowed(uint32_t uid, uint32_t gid) const;
 
   const IngestServerOptions options_;

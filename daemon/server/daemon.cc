@@ -19,6 +19,7 @@
 #include "daemon/rpc/service.h"
 #include "daemon/store_pg/pg_baseline_store.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/server_posix.h"
 #include "protocol/address.h"
 #include "spdlog/spdlog.h"
 
@@ -198,6 +199,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   if (absl::Status s = SetSocketAccess(c.service_socket_path, c.socket_group); !s.ok()) return s;
 
   if (!c.service_only) {
+    // A tool given the agents' socket is served there too: one address names the daemon, whatever
+    // the socket is called. The gRPC server outlives the ingest server (Shutdown's order).
+    ingest.serve_viewer = [server = d->grpc_server_.get()](int fd) {
+      grpc::AddInsecureChannelFromFd(server, fd);
+    };
     absl::StatusOr<std::unique_ptr<IngestServer>> server = IngestServer::Start(
         std::move(ingest), d->manager_.get(), &d->counters_, &d->log_, d->ingest_budget_.get());
     if (!server.ok()) return server.status();
