@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/tracer_internal.h"
 #include "guest/hook_guard.h"
+#include "trace/forward_passes.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -507,6 +508,7 @@ TraceRecord Tracer::SnapshotLocked() const {
   TraceRecord record = aggregator_.Snapshot();
   record.metadata.nan_origin = nan_origin_;
   record.metadata.SetExtra("hook_errors", absl::StrCat(errors_.count()));
+  SetForwardPasses(steps_, &record);
   if (results_deferred_ > 0) {  // Only sessions that deferred (CUDA, deferred_cpu) say so.
     record.metadata.SetExtra("results_in_flight", absl::StrCat(results_in_flight()));
     record.metadata.SetExtra("results_abandoned",
