@@ -15,6 +15,7 @@
 #include "agent/tracer_internal.h"
 #include "flight/recorder.h"
 #include "guest/hook_guard.h"
+#include "trace/forward_passes.h"
 #include "trace/json_writer.h"
 
 namespace tracetorch::agent {
@@ -596,6 +597,7 @@ TraceRecord Tracer::SnapshotLocked() const {
   if (recomputed_calls_ > 0) {
     record.metadata.SetExtra("recomputed_calls", absl::StrCat(recomputed_calls_));
   }
+  SetForwardPasses(steps_, &record);
   if (results_deferred_ > 0) {  // Only sessions that deferred (CUDA, deferred_cpu) say so.
     record.metadata.SetExtra("results_in_flight", absl::StrCat(results_in_flight()));
     record.metadata.SetExtra("results_abandoned",

@@ -115,7 +115,7 @@ struct BaselineArgs {
         "Named reference traces kept by tracetorchd, for 'diff --remote baseline:NAME'");
     baseline->require_subcommand(1);
     const std::string remote_help =
-        "The daemon's TraceService socket or HOST:PORT (default: as for 'sessions')";
+        "The daemon: either of its sockets, or HOST:PORT (default: as for 'sessions')";
     set = baseline->add_subcommand(
         "set", "Store (or replace) a baseline from a session, another baseline or a trace file");
     set->add_option("name", request.name, "Baseline name: letters, digits, '.', '_', '-'")
@@ -428,9 +428,11 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   CLI::App* sessions =
       app.add_subcommand("sessions", "List the sessions tracetorchd knows (live and past)");
   sessions->add_option("--remote", sessions_args.remote,
-                       "The daemon's TraceService socket (default: tracetorchd-rpc.sock beside "
-                       "the agents' socket, $TRACETORCH_DAEMON; or $TRACETORCH_DAEMON_RPC); "
-                       "A,B,... lists the sessions of several daemons, with a DAEMON column");
+                       "The daemon: either of its sockets, or HOST:PORT (default: the agents' "
+                       "socket, $TRACETORCH_DAEMON, else $XDG_RUNTIME_DIR/tracetorch/"
+                       "tracetorchd.sock or /run/tracetorch/tracetorchd.sock; "
+                       "$TRACETORCH_DAEMON_RPC overrides); A,B,... lists the sessions of several "
+                       "daemons, with a DAEMON column");
   sessions->add_flag("--json", sessions_args.json, "Print the sessions as JSON");
 
   SnapshotRequest snapshot_args;
@@ -440,7 +442,7 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   snapshot->add_option("-o,--output", snapshot_args.output,
                        "Write the trace to FILE (atomically) instead of stdout");
   snapshot->add_option("--remote", snapshot_args.remote,
-                       "The daemon's TraceService socket (default as for 'sessions'); A,B,...: "
+                       "The daemon (default as for 'sessions'); A,B,...: "
                        "the daemon among them that has the session ('latest': over all)");
 
   ForensicsRequest forensics_args;

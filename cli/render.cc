@@ -14,6 +14,7 @@
 #include "cli/labels.h"
 #include "cli/tree.h"
 #include "trace/format.h"
+#include "trace/forward_passes.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
 
@@ -123,12 +124,6 @@ void AppendTree(const std::vector<LayerTreeNode>& nodes, const std::string& pref
   }
 }
 
-int64_t MaxForwardCount(const TraceRecord& record) {
-  int64_t passes = 0;
-  for (const LayerTrace& layer : record.layers) passes = std::max(passes, layer.forward_count);
-  return passes;
-}
-
 }  // namespace
 
 std::string RenderModelPanel(const TraceRecord& record, const Style& style,
@@ -145,7 +140,7 @@ std::string RenderModelPanel(const TraceRecord& record, const Style& style,
   std::string layers = absl::StrCat(record.layers.size());
   if (shown_layers.has_value()) absl::StrAppend(&layers, " (", *shown_layers, " shown)");
   panel.rows.emplace_back("Layers", std::move(layers));
-  panel.rows.emplace_back("Forward passes", absl::StrCat(MaxForwardCount(record)));
+  panel.rows.emplace_back("Forward passes", absl::StrCat(ForwardPasses(record)));
   panel.rows.emplace_back("Parameters", FormatCount(params));
   panel.rows.emplace_back("Execution Time",
                           meta.total_time_ms.has_value() ? FormatMs(*meta.total_time_ms) : "n/a");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "protocol/frame_decoder.h"
 #include "protocol/record_proto.h"
 #include "trace/atomic_file.h"
+#include "trace/forward_passes.h"
 #include "trace/json.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
@@ -321,6 +323,9 @@ void Session::ApplyForwardLocked(const protocol::wire::ForwardFields& e,
   s.outputs_inf_in_masks_only = e.outputs_inf_in_masks_only;
   s.mem_alloc_delta = e.mem_alloc_delta;
   s.mem_reserved_delta = e.mem_reserved_delta;
+  if (e.step < static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    forward_passes_ = std::max(forward_passes_, static_cast<int64_t>(e.step) + 1);
+  }
   LayerHistory& history = history_[static_cast<size_t>(id)];
   const bool history_was_empty = history.points().empty();
   const uint64_t thinnings = history.thinnings();
@@ -583,7 +588,15 @@ TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.
 
 TraceRecord Session::RecordFromLocked(TraceRecord r) const {
   r.op_graph_json = op_graph_json_;
-  if (restored_.has_value()) r = MergeRecords(restored_->record, r);
+  int64_t passes = forward_passes_;
+  if (restored_.has_value()) {
+    r = MergeRecords(restored_->record, r);
+    // Steps continue across a restart; a resumed session with no new event keeps its count.
+    if (restored_->record.metadata.FindExtra(kForwardPassesKey) != nullptr) {
+      passes = std::max(passes, ForwardPasses(restored_->record));
+    }
+  }
+  SetForwardPasses(passes, &r);
   r.metadata.SetExtra("dropped_events", absl::StrCat(DroppedLocked()));
   std::string id_json;
   AppendJsonString(id_, &id_json);

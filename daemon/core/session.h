@@ -249,9 +249,11 @@ class Session {
   uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;        // In flight across reconnects.
   uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;  // Since the restore (gap accounting).
   uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;      // Highest batch sequence applied.
-  Durable durable_ ABSL_GUARDED_BY(mu_);                 // Of the latest snapshot written.
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;            // The version (WatchView).
-  std::string op_graph_json_ ABSL_GUARDED_BY(mu_);       // First op graph received, canonical.
+  // Forward passes so far: one more than the highest step of a forward event (0: none yet).
+  int64_t forward_passes_ ABSL_GUARDED_BY(mu_) = 0;
+  Durable durable_ ABSL_GUARDED_BY(mu_);            // Of the latest snapshot written.
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;       // The version (WatchView).
+  std::string op_graph_json_ ABSL_GUARDED_BY(mu_);  // First op graph received, canonical.
   absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   FlightStatus flight_ ABSL_GUARDED_BY(mu_);
   absl::Time nan_found_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // When the origin came.

@@ -25,6 +25,14 @@
 namespace tracetorch::daemon {
 namespace {
 
+// Whether the unread bytes of `fd` begin with HTTP/2's client preface (a gRPC client): "PRI " is
+// also, as a frame header, a 541 MB frame that no agent sends.
+bool StartsWithHttp2Preface(int fd) {
+  char head[4];
+  const ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(sizeof(head)) && std::memcmp(head, "PRI ", sizeof(head)) == 0;
+}
+
 std::string ErrnoText(absl::string_view what, int err) {
   return absl::StrCat(what, ": ", std::strerror(err));
 }
@@ -354,6 +362,7 @@ void IngestServer::Serve(std::unique_ptr<Connection> c) {
   timeval tv{2, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   Bump(counters_->connections_open);
+  bool viewer = false;
 
   if (!Allowed(static_cast<uint32_t>(peer.uid), static_cast<uint32_t>(peer.gid))) {
     Bump(counters_->rejected_connections);
@@ -370,22 +379,42 @@ void IngestServer::Serve(std::unique_ptr<Connection> c) {
       (void)!write(wake, &one, sizeof(one));
     });
     conn.set_flight_monitor(options_.flight_monitor);
-    ReadFrames(*c, conn);
+    viewer = ReadFrames(*c, conn) == ReadEnd::kViewer;
   }  // ~IngestConnection: the session's listener is gone before the eventfd closes.
   counters_->connections_open.fetch_sub(1, std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
-  // Before close(): nobody may signal or shut down a reused fd number. An evicted connection's
-  // entry and slot are gone already.
-  auto it = connections_.find(c->slot);
-  if (it != connections_.end() && it->second == c.get()) connections_.erase(it);
-  slots_.Release(c->slot);
-  close(c->wake_fd);
-  close(fd);
+  {
+    absl::MutexLock lock(&mu_);
+    // Before close() or the hand-over: nobody may signal or shut down a reused fd number. An
+    // evicted connection's entry and slot are gone already.
+    auto it = connections_.find(c->slot);
+    if (it != connections_.end() && it->second == c.get()) connections_.erase(it);
+    slots_.Release(c->slot);
+    close(c->wake_fd);
+  }
   c.reset();
+  if (viewer && options_.serve_viewer) {
+    timeval none{0, 0};  // gRPC drives the socket: no send timeout, non-blocking.
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) {
+      options_.serve_viewer(fd);
+    } else {
+      close(fd);
+    }
+  } else {
+    if (viewer) {
+      log_->Warn("viewer on ingest socket",
+                 absl::StrCat("ingest: a gRPC client (pid ", peer.pid,
+                              ") connected to the agents' "
+                              "socket, which serves no viewers here; closed"));
+    }
+    close(fd);
+  }
+  absl::MutexLock lock(&mu_);
   --active_threads_;  // Last touch of `this`: Shutdown() may return right after.
 }
 
-void IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
+IngestServer::ReadEnd IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
   using protocol::wire::kFrameHeaderBytes;
   const int fd = c.fd;
   FrameBuffer buf(budget_, options_.base_buffer_bytes);
@@ -393,6 +422,7 @@ void IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
   const absl::Time accepted = absl::Now();
   absl::Time last_frame = accepted;  // Or the end of the last wait for memory.
   size_t frame_bytes = 0;            // The frame being read, header included; 0: header unread.
+  bool first_read = true;            // Nothing read yet: a viewer may be at the other end.
   bool open = true;
   while (open) {
     if (buf.space_size() == 0) {
@@ -446,6 +476,10 @@ void IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
       break;
     }
     if (ready > 0 && p[0].revents == 0) continue;  // Only the wake-up.
+    if (first_read && ready > 0) {
+      first_read = false;
+      if (StartsWithHttp2Preface(fd)) return ReadEnd::kViewer;  // Nothing consumed: gRPC's now.
+    }
     const ssize_t n = ready < 0 ? -1 : ReceiveWithFds(fd, buf.space(), buf.space_size(), conn);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -484,6 +518,7 @@ void IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
   }
   if (!out.empty()) SendAll(fd, out);
   conn.OnClosed(/*truncated=*/false);
+  return ReadEnd::kClosed;
 }
 
 }  // namespace tracetorch::daemon

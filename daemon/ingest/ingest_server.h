@@ -28,6 +28,12 @@
 // (SIGSTOP, a debugger: IngestConnection::PeerStopped) is not timed out as idle: it is stalled,
 // which the flight monitor reports, not gone.
 //
+// Viewers on the agents' socket: a connection whose first bytes are HTTP/2's client preface
+// ("PRI * HTTP/2.0...", what a gRPC client sends first) is a tool that was given this socket's
+// path. Once it passes the allow-list it is handed to `serve_viewer` (the daemon's gRPC server),
+// so one address names the daemon whatever the socket is called; it stops counting against the
+// connection limits. Without `serve_viewer` it is closed, logged once.
+//
 // Socket access is never best effort: a mode or group that cannot be set (the socket's, or the
 // socket directory's when it is created here) is a startup error naming the path, the operation
 // and errno's text, since the socket would otherwise be open to other users or closed to the
@@ -43,6 +49,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,6 +98,9 @@ struct IngestServerOptions {
   // Follows every accepted session's process and flight recorder (not owned; must outlive the
   // server). Null: none.
   FlightMonitor* flight_monitor = nullptr;
+  // Takes over a viewer's connection (a non-blocking socket whose unread bytes start with the
+  // HTTP/2 preface); it owns `fd` from then on. Called on the connection's thread.
+  std::function<void(int fd)> serve_viewer;
 };
 
 // Makes `path` available for a new listener: FailedPrecondition ("another tracetorchd is already
@@ -146,7 +156,9 @@ class IngestServer {
   // when refused (the caller answers and closes `fd`), `refusal` saying why.
   bool Admit(int fd, const PeerCredentials& peer, absl::Status* refusal) ABSL_LOCKS_EXCLUDED(mu_);
   void Serve(std::unique_ptr<Connection> c);
-  void ReadFrames(Connection& c, IngestConnection& conn);
+  // How a connection's reading ended: the peer is gone (or was closed), or it is a viewer.
+  enum class ReadEnd { kClosed, kViewer };
+  ReadEnd ReadFrames(Connection& c, IngestConnection& conn);
   bool Allowed(uint32_t uid, uint32_t gid) const;
 
   const IngestServerOptions options_;

@@ -13,6 +13,7 @@
 #include "google/protobuf/message.h"
 #include "spdlog/spdlog.h"
 #include "trace/divergence.h"
+#include "trace/forward_passes.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -57,12 +58,6 @@ double FieldValue(const v1::DaemonStats& stats, const google::protobuf::FieldDes
     default:
       return 0;
   }
-}
-
-int64_t Steps(const TraceRecord& record) {
-  int64_t steps = 0;
-  for (const LayerTrace& layer : record.layers) steps = std::max(steps, layer.forward_count);
-  return steps;
 }
 
 // The outermost layer (smallest depth; the slowest of those): its latest forward latency is
@@ -253,7 +248,7 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
   for (size_t i = 0; i < sessions.size(); ++i) {
     const SessionSample& s = sessions[i];
     const std::vector<ClientMetric::Label> labels = SessionLabels(s.info);
-    Add(steps, labels, static_cast<double>(Steps(s.record)));
+    Add(steps, labels, static_cast<double>(ForwardPasses(s.record)));
     Add(events, labels, static_cast<double>(s.info.events()));
     Add(dropped, labels, static_cast<double>(s.info.dropped_events()));
     std::map<std::pair<std::string, std::string>, int64_t> by_kind;

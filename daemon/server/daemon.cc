@@ -21,6 +21,7 @@
 #include "daemon/store_pg/pg_baseline_store.h"
 #include "daemon/store_pg/pg_fleet_registry.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/server_posix.h"
 #include "protocol/address.h"
 #include "spdlog/spdlog.h"
 
@@ -217,6 +218,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
 
   if (!c.service_only) {
     d->flight_->Start();
+    // A tool given the agents' socket is served there too: one address names the daemon, whatever
+    // the socket is called. The gRPC server outlives the ingest server (Shutdown's order).
+    ingest.serve_viewer = [server = d->grpc_server_.get()](int fd) {
+      grpc::AddInsecureChannelFromFd(server, fd);
+    };
     absl::StatusOr<std::unique_ptr<IngestServer>> server = IngestServer::Start(
         std::move(ingest), d->manager_.get(), &d->counters_, &d->log_, d->ingest_budget_.get());
     if (!server.ok()) return server.status();

@@ -45,6 +45,7 @@ forward; an exception an intervention raised is raised by ``trace`` after the fo
 from __future__ import annotations
 
 import inspect
+import os
 import json
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -408,7 +409,7 @@ class OpTrace:
         self._graph.write(str(path))
 
     def draw(self, path: Optional[str] = None, collapse: str = "auto",
-             module: Optional[str] = None, file_format: str = "svg",
+             module: Optional[str] = None, file_format: Optional[str] = None,
              direction: str = "TB") -> Union[str, bytes]:
         """A picture of the graph, laid out by Graphviz's libraries (draw/op_graph_dot.h).
 
@@ -416,14 +417,14 @@ class OpTrace:
         one box) or "auto" (at most ~80 nodes, repeated identical blocks folded "xN").
         ``module``: draw only that module pass ("layer2", "block:2") with its inputs and outputs
         as the boundary. ``file_format``: "svg", "png", "pdf" or "dot" (the graph before
-        layout). ``direction``: "TB" or "LR". Returns the picture (str for svg and dot, bytes for
-        png and pdf) and writes it to ``path`` when given. The same code as ``tracetorch graph``.
-        Raises ValueError for an unknown option or module, OSError when ``path`` cannot be
-        written.
+        layout); by default the one ``path``'s extension names ("g.png" is a PNG), else svg.
+        ``direction``: "TB" or "LR". Returns the picture (str for svg and dot, bytes for png and
+        pdf) and writes it to ``path`` when given. The same code as ``tracetorch graph``.
+        Raises ValueError for an unknown option, module or extension, OSError when ``path``
+        cannot be written.
         """
-        data = _C._draw_op_graph(self._graph, collapse, module or "", file_format, direction,
-                                 None if path is None else str(path))
-        return data.decode("utf-8") if file_format in ("svg", "dot") else data
+        return _C._draw_op_graph(self._graph, collapse, module or "", file_format or "",
+                                 direction, None if path is None else os.fspath(path))
 
     def audit(self, model: Optional[torch.nn.Module] = None, dead_threshold: float = 0.99,
               rtol: float = 1e-5, atol: float = 1e-6,
