@@ -123,11 +123,15 @@ TEST(FrameDecoder, CarriesTheMaskFactsAndABackwardOrigin) {
   std::vector<ForwardEvent> fwd(3);
   WireTensor mask;
   mask.shape = {4, 4};
-  mask.stats = TensorStats{.inf_count = 6, .neg_inf_count = 6, .finite_all_zero = true};
+  mask.stats.emplace();
+  mask.stats->inf_count = 6;
+  mask.stats->neg_inf_count = 6;
+  mask.stats->finite_all_zero = true;
   WireTensor scores = mask;
   scores.stats->finite_all_zero = false;
   WireTensor old_agent;
-  old_agent.stats = TensorStats{.inf_count = 6};
+  old_agent.stats.emplace();
+  old_agent.stats->inf_count = 6;
   fwd[0].layer_id = 1;
   fwd[0].outputs.push_back(mask);
   fwd[1].layer_id = 2;

@@ -112,6 +112,7 @@ bool FlightMonitor::PollOne(Watched& w, absl::Time now) {
   std::shared_ptr<Session> session = w.session.lock();
   if (session == nullptr) return true;
   FlightStatus& f = w.status;
+  const bool was_stalled = f.stalled;
   const SessionState state = session->state();
   const bool exited = w.probe != nullptr && w.probe->Exited();
   if (exited && !f.exit.has_value()) f.exit = w.probe->Exit();
@@ -148,13 +149,17 @@ bool FlightMonitor::PollOne(Watched& w, absl::Time now) {
     f.stalled = false;
     if (w.ended_at == absl::InfinitePast()) w.ended_at = now;
   }
+  if (f.stalled != was_stalled || stalled_now) {
+    // The daemon's counts change with the session's state, not after this round's stacks (a
+    // viewer that sees the session stalled sees it counted).
+    absl::MutexLock lock(&mu_);
+    if (f.stalled && !was_stalled) ++stats_.stalled;
+    if (!f.stalled && was_stalled && stats_.stalled > 0) --stats_.stalled;
+    if (stalled_now) ++stats_.stalls_total;
+  }
   session->SetFlight(f);
 
   if (stalled_now) {
-    {
-      absl::MutexLock lock(&mu_);
-      ++stats_.stalls_total;
-    }
     spdlog::warn("session {} stalled: {} (not moved for {})", w.id, f.position,
                  absl::FormatDuration(f.stall_threshold));
     std::vector<ThreadStacksResult> stacks;

@@ -57,6 +57,8 @@ class FlightIntegrationTest : public ::testing::Test {
   std::unique_ptr<Daemon> StartDaemon(const std::string& name, const std::string& store = "") {
     DaemonConfig c;
     c.socket_path = absl::StrCat(dir_.path(), "/", name, ".sock");
+    // Two daemons share the folder: each its own service socket (not tracetorchd-rpc.sock).
+    c.service_socket_path = absl::StrCat(dir_.path(), "/", name, "-rpc.sock");
     c.data_dir = absl::StrCat(dir_.path(), "/", name, "-data");
     c.snapshot_interval = absl::Milliseconds(200);
     c.flight.stall_rule.floor = absl::Milliseconds(300);

@@ -73,7 +73,7 @@ def test_the_watch_file_says_where_the_process_is_and_when_it_stalls(tmp_path, m
 
     def watch():
         moving = _read_when(path, lambda r: r["metadata"].get("flight_position", "").startswith(
-            "step 2, "))
+            "step "))
         seen["moving"] = moving["metadata"]
         sleepy.armed = True  # Step 3 sleeps a second in layer "1".
         seen["stalled"] = _read_when(
@@ -82,8 +82,6 @@ def test_the_watch_file_says_where_the_process_is_and_when_it_stalls(tmp_path, m
     with tracetorch.TraceSession(model, watch_path=path, watch_interval_s=0.1):
         watcher = threading.Thread(target=watch)
         watcher.start()
-        for _ in range(3):
-            model(x).sum().backward()
         while watcher.is_alive():
             model(x).sum().backward()  # The watcher arms the sleep, then waits for the stall.
     assert seen["moving"]["flight_stalled"] is False
