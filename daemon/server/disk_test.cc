@@ -32,6 +32,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/daemon_client.h"
 #include "daemon/core/data_dir.h"
@@ -218,11 +219,22 @@ class DiskTest : public ::testing::Test {
   std::string SnapshotPath(const std::string& id) const {
     return daemon_->data_dir() + "/sessions/" + id + ".json";
   }
-  // No temporary file (a write cut short) anywhere in the data directory.
+  // No temporary file left behind (a write cut short) anywhere in the data directory. A write in
+  // progress (the daemon keeps writing) has one for a moment; one that stays is the failure.
   void ExpectNoTemporaries() {
-    for (const auto& e : std::filesystem::recursive_directory_iterator(daemon_->data_dir())) {
-      EXPECT_FALSE(IsAtomicWriteTemp(e.path().filename().string())) << e.path();
-    }
+    std::vector<std::string> left;
+    const bool none = WaitFor(
+        [&] {
+          left.clear();
+          std::error_code ec;
+          for (std::filesystem::recursive_directory_iterator it(daemon_->data_dir(), ec), end;
+               !ec && it != end; it.increment(ec)) {
+            if (IsAtomicWriteTemp(it->path().filename().string())) left.push_back(it->path());
+          }
+          return left.empty();
+        },
+        absl::Seconds(5));
+    EXPECT_TRUE(none) << absl::StrJoin(left, ", ");
   }
 
   TempDir dir_{"ttdisk"};
