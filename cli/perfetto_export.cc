@@ -104,9 +104,9 @@ std::string PerfettoTrace(const std::vector<PerfettoProcess>& processes) {
       int lanes = 0;
       for (const Placed& placed : spans) lanes = std::max(lanes, placed.lane + 1);
       // Overflow lanes get track ids above every kernel thread id (which fit in 22 bits).
-      auto track = [&](int lane) -> int64_t {
-        return lane == 0 ? static_cast<int64_t>(thread)
-                         : (static_cast<int64_t>(lane) << 32) | thread;
+      const auto tid = thread;  // A structured binding cannot be captured (C++17; clang 14).
+      auto track = [tid](int lane) -> int64_t {
+        return lane == 0 ? static_cast<int64_t>(tid) : (static_cast<int64_t>(lane) << 32) | tid;
       };
       for (int lane = 0; lane < lanes; ++lane) {
         meta("thread_name", p.pid, track(lane),
