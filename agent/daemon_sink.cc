@@ -5,6 +5,11 @@
 namespace tracetorch::agent {
 
 absl::StatusOr<std::shared_ptr<DaemonSink>> DaemonSink::Create(DaemonSinkOptions options) {
+  if (options.flight_recorder != nullptr && options.flight_recorder->fd() >= 0) {
+    options.client.flight_recorder_fd = options.flight_recorder->fd();  // The client dups it.
+    options.client.flight_layout_version = flight::kLayoutVersion;
+    options.client.flight_region_bytes = options.flight_recorder->size();
+  }
   absl::StatusOr<std::unique_ptr<client::DaemonClient>> c =
       client::DaemonClient::Create(std::move(options.client));
   if (!c.ok()) return c.status();

@@ -33,11 +33,15 @@
 #include "absl/time/time.h"
 #include "agent/tracer.h"
 #include "client/daemon_client.h"
+#include "flight/recorder.h"
 
 namespace tracetorch::agent {
 
 struct DaemonSinkOptions {
   client::DaemonClientOptions client;
+  // The session's flight recorder (flight_setup.h), or null: its memfd goes to the daemon with
+  // each Hello (the client's flight_recorder_fd and layout fields are set from it).
+  std::shared_ptr<const flight::Recorder> flight_recorder;
 };
 
 class DaemonSink final : public EventSink {

@@ -17,7 +17,9 @@ namespace tracetorch::agent {
 namespace {
 
 // Slots of the packed tensor statistics.
-enum TensorSlot { kCount, kMean, kM2, kMin, kMax, kNan, kInf, kTensorSlots };
+enum TensorSlot { kCount, kMean, kM2, kMin, kMax, kNan, kInf, kNegInf, kZero, kTensorSlots };
+// Slots of the packed counts (StatsMode::kNonFiniteOnly).
+enum CountSlot { kCountNan, kCountInf, kCountNegInf, kCountZero, kCountSlots };
 // Slots of the packed gradient statistics.
 enum GradSlot { kNorm, kSum, kAnyNan, kAnyNonZero, kGradSlots };
 
@@ -35,7 +37,12 @@ at::Tensor Working(const at::Tensor& t) {
 at::Tensor PackTensorStats(const at::Tensor& x, StatsMode mode) {
   const at::Tensor nan = at::isnan(x).sum(at::kDouble);
   const at::Tensor inf = at::isinf(x).sum(at::kDouble);
-  if (mode == StatsMode::kNonFiniteOnly) return at::stack({nan, inf});
+  // What tells a mask (trace/nonfinite.h): how many Infs are -Inf, and how many elements are 0
+  // (the finite part is all zero when zeros + NaN + Inf cover every element).
+  constexpr double kNegInfValue = -std::numeric_limits<double>::infinity();
+  const at::Tensor neg_inf = at::eq(x, kNegInfValue).sum(at::kDouble);
+  const at::Tensor zero = at::eq(x, 0).sum(at::kDouble);
+  if (mode == StatsMode::kNonFiniteOnly) return at::stack({nan, inf, neg_inf, zero});
   const at::Tensor w = Working(x);
   const at::Tensor not_finite = at::logical_not(at::isfinite(w));
   const at::Tensor count = x.numel() - not_finite.sum(at::kDouble);
@@ -46,7 +53,7 @@ at::Tensor PackTensorStats(const at::Tensor& x, StatsMode mode) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const at::Tensor mn = w.masked_fill(not_finite, kInf).min().to(at::kDouble);
   const at::Tensor mx = w.masked_fill(not_finite, -kInf).max().to(at::kDouble);
-  return at::stack({count, mean, m2, mn, mx, nan, inf});
+  return at::stack({count, mean, m2, mn, mx, nan, inf, neg_inf, zero});
 }
 
 at::Tensor PackGradStats(const at::Tensor& g) {
@@ -67,6 +74,7 @@ absl::StatusOr<std::shared_ptr<DeferredStats>> DeferredStats::LaunchTensor(const
     }
     c10::NoGradGuard no_grad;
     std::shared_ptr<DeferredStats> d(new DeferredStats(Kind::kTensor, mode));
+    d->numel_ = tensor.numel();
     d->host_ = CopyToHostAsync(PackTensorStats(tensor.detach(), mode), &d->done_);
     return d;
   } catch (const std::exception& e) {
@@ -108,13 +116,19 @@ TensorStats DeferredStats::Tensor() const {
   TensorStats s;
   if (kind_ != Kind::kTensor) return s;
   const double* v = host_.data_ptr<double>();
+  // The mask facts, set only for a tensor holding NaN/Inf (as the CPU kernel does).
+  auto facts = [&](double nan, double inf, double neg_inf, double zero) {
+    s.nan_count = static_cast<int64_t>(nan);
+    s.inf_count = static_cast<int64_t>(inf);
+    if (s.nan_count + s.inf_count == 0) return;
+    s.neg_inf_count = static_cast<int64_t>(neg_inf);
+    s.finite_all_zero = static_cast<int64_t>(zero + nan + inf) == numel_;
+  };
   if (mode_ == StatsMode::kNonFiniteOnly) {
-    s.nan_count = static_cast<int64_t>(v[0]);
-    s.inf_count = static_cast<int64_t>(v[1]);
+    facts(v[kCountNan], v[kCountInf], v[kCountNegInf], v[kCountZero]);
     return s;
   }
-  s.nan_count = static_cast<int64_t>(v[kNan]);
-  s.inf_count = static_cast<int64_t>(v[kInf]);
+  facts(v[kNan], v[kInf], v[kNegInf], v[kZero]);
   const double count = v[kCount];
   if (count > 0) {
     s.mean = v[kMean];

@@ -68,7 +68,7 @@ class DeferredStats {
 
   const Kind kind_;
   const StatsMode mode_;
-  int64_t numel_ = 0;                 // Of a gradient (its mean).
+  int64_t numel_ = 0;                 // Of the tensor or gradient (a mean, the mask facts).
   at::Tensor host_;                   // float64 values, on the host (pinned on CUDA).
   std::unique_ptr<Completion> done_;  // Null: complete (a CPU result, or nothing launched).
 };

@@ -46,6 +46,8 @@ void ExpectSameAsKernel(const at::Tensor& t, StatsMode mode = StatsMode::kFull) 
   ASSERT_TRUE(want.ok()) << want.status();
   EXPECT_EQ(got.nan_count, want->nan_count);
   EXPECT_EQ(got.inf_count, want->inf_count);
+  EXPECT_EQ(got.neg_inf_count, want->neg_inf_count);
+  EXPECT_EQ(got.finite_all_zero, want->finite_all_zero);
   const double relative = t.scalar_type() == at::kDouble ? 1e-9 : 1e-5;
   ExpectNear(got.mean, want->mean, "mean", relative);
   ExpectNear(got.std, want->std, "std", relative);
@@ -93,6 +95,10 @@ TEST(DeferredStatsTest, MatchesTheKernelWithNanAndInf) {
     ExpectSameAsKernel(x.to(type), StatsMode::kNonFiniteOnly);
     ExpectSameAsKernel(at::full({9}, kNan).to(type));  // No finite element: null moments.
     ExpectSameAsKernel(at::randn({9}).to(type), StatsMode::kNonFiniteOnly);
+    // A causal mask (0 / -inf): the facts that tell a mask.
+    const at::Tensor mask = at::triu(at::full({6, 6}, -kInf), 1).to(type);
+    ExpectSameAsKernel(mask);
+    ExpectSameAsKernel(mask, StatsMode::kNonFiniteOnly);
   }
 }
 

@@ -57,6 +57,9 @@ struct Moments {
   int64_t finite = 0;
   int64_t nan = 0;
   int64_t inf = 0;
+  // Exact pass only: what tells a mask (trace/nonfinite.h).
+  int64_t neg_inf = 0;
+  int64_t nonzero = 0;  // Finite elements that are not 0.
 
   void Merge(const Moments& o) {
     sum += o.sum;
@@ -66,6 +69,8 @@ struct Moments {
     finite += o.finite;
     nan += o.nan;
     inf += o.inf;
+    neg_inf += o.neg_inf;
+    nonzero += o.nonzero;
   }
 };
 
@@ -133,7 +138,10 @@ TT_ALWAYS_INLINE void ExactMomentsBody(const T* p, int64_t n, double shift, bool
       ++m->nan;
     } else if (std::isinf(x)) {
       ++m->inf;
-    } else if (with_moments) {
+      m->neg_inf += x < 0 ? 1 : 0;
+    } else {
+      m->nonzero += x != 0 ? 1 : 0;
+      if (!with_moments) continue;
       const double d = x - shift;
       m->sum += d;
       m->sumsq += d * d;
@@ -443,6 +451,10 @@ TensorStats Finish(const Moments& m, double shift, bool with_moments) {
   TensorStats s;
   s.nan_count = m.nan;
   s.inf_count = m.inf;
+  if (m.nan + m.inf > 0) {  // The mask facts, for a tensor that holds NaN/Inf (the exact pass).
+    s.neg_inf_count = m.neg_inf;
+    s.finite_all_zero = m.nonzero == 0;
+  }
   if (with_moments && m.finite > 0) {
     const double n = static_cast<double>(m.finite);
     const double dmean = m.sum / n;
@@ -511,6 +523,13 @@ bool IsPlainCpu(const at::Tensor& t) {
 }
 
 }  // namespace
+
+at::Tensor DenseView(const at::Tensor& t) {
+  if (!t.defined() || !t.is_nested()) return t;
+  c10::NoGradGuard no_grad;
+  at::DisableRecordFunctionGuard quiet;  // Our work is no op of the model's (agent/ops).
+  return t.detach().to_padded_tensor(0);
+}
 
 bool IsStatsDtype(c10::ScalarType type) {
   switch (type) {
@@ -609,6 +628,13 @@ absl::StatusOr<TensorStats> ComputeTensorStatsWithAten(const at::Tensor& tensor,
     const at::Tensor counts = at::stack({at::isnan(x).sum(), at::isinf(x).sum()}).to(at::kCPU);
     s.nan_count = counts[0].item<int64_t>();
     s.inf_count = counts[1].item<int64_t>();
+    if (s.nan_count + s.inf_count > 0) {  // The mask facts (trace/nonfinite.h).
+      const at::Tensor facts = at::stack({at::eq(x, -std::numeric_limits<double>::infinity()).sum(),
+                                          at::logical_and(at::isfinite(x), at::ne(x, 0)).sum()})
+                                   .to(at::kCPU);
+      s.neg_inf_count = facts[0].item<int64_t>();
+      s.finite_all_zero = facts[1].item<int64_t>() == 0;
+    }
     if (mode == StatsMode::kNonFiniteOnly) return s;
     const at::Tensor finite = s.nan_count + s.inf_count == 0
                                   ? x.reshape({-1}).to(at::kDouble)
@@ -665,35 +691,6 @@ absl::StatusOr<GradStats> ComputeGradStats(const at::Tensor& grad) {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("computing gradient statistics: ", e.what()));
   }
-}
-
-std::vector<int64_t> ShapeOf(const at::Tensor& t) {
-  if (!t.is_nested()) {
-    const auto sizes = t.sizes();
-    return std::vector<int64_t>(sizes.begin(), sizes.end());
-  }
-  at::DisableRecordFunctionGuard quiet;
-  const std::vector<at::Tensor> parts = t.unbind(0);
-  std::vector<int64_t> shape{static_cast<int64_t>(parts.size())};
-  if (parts.empty()) return shape;
-  const auto first = parts[0].sizes();
-  shape.insert(shape.end(), first.begin(), first.end());
-  for (const at::Tensor& part : parts) {
-    const auto sizes = part.sizes();
-    for (size_t d = 0; d < sizes.size() && d + 1 < shape.size(); ++d) {
-      if (sizes[d] != shape[d + 1]) shape[d + 1] = -1;
-    }
-  }
-  return shape;
-}
-
-at::Tensor DenseElements(const at::Tensor& t) {
-  if (!t.is_nested()) return t;
-  at::DisableRecordFunctionGuard quiet;
-  c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& part : t.unbind(0)) flat.push_back(part.reshape({-1}));
-  return flat.empty() ? at::empty({0}, t.options().layout(c10::kStrided)) : at::cat(flat);
 }
 
 }  // namespace tracetorch::agent

@@ -14,6 +14,8 @@
 //    mkldnn) give all-null statistics with zero counts (TensorStats{}); meta tensors likewise.
 // With StatsMode::kNonFiniteOnly mean/std/min/max are left null and only the NaN/Inf counts are
 // produced: one finiteness pass, and a counting pass only when the tensor is not all finite.
+// A tensor that holds a NaN or an Inf also gets, from that exact pass, the facts that tell a mask
+// (trace/nonfinite.h): neg_inf_count and finite_all_zero (0 and false for a finite tensor).
 //
 // Errors: never throws. A libtorch error (c10::Error) becomes Internal; an undefined tensor is
 // InvalidArgument.
@@ -24,10 +26,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <cstdint>
 #include <optional>
 #include <string_view>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "trace/record.h"
@@ -60,17 +60,14 @@ struct GradStats {
 };
 absl::StatusOr<GradStats> ComputeGradStats(const at::Tensor& grad);
 
+// The dense tensor whose statistics and shape describe `t`: a nested tensor (what
+// nn.TransformerEncoder's fast path passes between its layers with src_key_padding_mask) padded
+// with zeros to its largest sequence (its statistics then count the padding's zeros); any other
+// tensor itself. Throws what libtorch throws.
+at::Tensor DenseView(const at::Tensor& t);
+
 // The dtype as torch prints it: "torch.float32", "torch.int64", "torch.bool", ...
 std::string_view DtypeName(c10::ScalarType type);
-
-// Nested tensors (torch.nested; nn.TransformerEncoder's fast path makes them from a padding mask)
-// have no sizes() or strides(). ShapeOf: sizes() of a dense tensor; of a nested one its shape with
-// -1 for each ragged dimension ([3, -1, 32]: three sequences of 32-wide rows). DenseElements: a
-// dense tensor itself; a nested one's elements as one dense 1-D tensor (its components flattened,
-// in order, made without recording ops): what statistics and NaN/Inf counts are taken over. Both
-// may throw c10::Error.
-std::vector<int64_t> ShapeOf(const at::Tensor& t);
-at::Tensor DenseElements(const at::Tensor& t);
 
 // True for the dtypes whose statistics are computed (float32/64, float16, bfloat16).
 bool IsStatsDtype(c10::ScalarType type);

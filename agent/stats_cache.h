@@ -4,8 +4,8 @@
 // An entry is keyed by TensorImpl identity and is valid only while the tensor still has the same
 // version counter value, storage offset, data pointer, sizes and strides; a weak reference pins
 // the TensorImpl's address so that a freed tensor's address is never mistaken for a new tensor.
-// Inference tensors (no version counter) and non-strided layouts are never cached: an in-place
-// change would go unnoticed.
+// Inference tensors (no version counter), non-strided layouts and nested tensors are never cached:
+// an in-place change would go unnoticed (a nested tensor has no sizes to key on).
 //
 //   StatsCache<TensorStats> cache(/*max_entries=*/1 << 16);
 //   if (std::optional<TensorStats> hit = cache.Find(t)) return *hit;
@@ -46,7 +46,7 @@ class StatsCache {
   // Whether `t` may be cached at all (see above).
   static bool Cacheable(const at::Tensor& t) {
     return !t.is_inference() && t.unsafeGetTensorImpl()->version_counter().enabled() &&
-           t.layout() == c10::kStrided;
+           t.layout() == c10::kStrided && !t.is_nested();
   }
 
   // The value inserted for `t` if `t` has not changed since; nullopt otherwise (and for tensors

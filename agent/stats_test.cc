@@ -163,6 +163,40 @@ TEST_F(StatsTest, NonFiniteOnlyModeCountsWithoutMoments) {
       1);
 }
 
+TEST_F(StatsTest, MaskFactsAreMeasuredForNonFiniteTensors) {
+  // nn.Transformer.generate_square_subsequent_mask: 0 on and below the diagonal, -inf above.
+  const at::Tensor mask = at::triu(at::full({8, 8}, -kInf), 1);
+  for (StatsMode mode : {StatsMode::kFull, StatsMode::kNonFiniteOnly}) {
+    for (at::ScalarType type : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}) {
+      const TensorStats m = *ComputeTensorStats(mask.to(type), mode);
+      EXPECT_EQ(m.inf_count, 28);
+      EXPECT_EQ(m.neg_inf_count, 28);
+      EXPECT_TRUE(m.finite_all_zero);
+      EXPECT_EQ(*ComputeTensorStatsWithAten(mask.to(type), mode), m);
+      // Masked scores: the same -inf beside non-zero scores.
+      const at::Tensor scores = (at::randn({8, 8}) + 5).to(type) + mask.to(type);
+      const TensorStats s = *ComputeTensorStats(scores, mode);
+      EXPECT_EQ(s.neg_inf_count, 28);
+      EXPECT_FALSE(s.finite_all_zero);
+      // An overflow: +Inf and -Inf.
+      at::Tensor over = at::randn({8, 8}).to(type);
+      over[0][0] = kInf;
+      over[1][1] = -kInf;
+      const TensorStats o = *ComputeTensorStats(over, mode);
+      EXPECT_EQ(o.inf_count, 2);
+      EXPECT_EQ(o.neg_inf_count, 1);
+      const TensorStats a = *ComputeTensorStatsWithAten(over, mode);
+      EXPECT_EQ(a.inf_count, 2);
+      EXPECT_EQ(a.neg_inf_count, 1);
+      EXPECT_FALSE(a.finite_all_zero);
+    }
+  }
+  // A finite tensor measures none of them.
+  const TensorStats zeros = *ComputeTensorStats(at::zeros({4}), StatsMode::kFull);
+  EXPECT_EQ(zeros.neg_inf_count, 0);
+  EXPECT_FALSE(zeros.finite_all_zero);
+}
+
 TEST_F(StatsTest, AtenPathAgreesWithKernel) {
   at::Tensor t = at::randn({33, 17}).transpose(0, 1);
   t[3][4] = kNan;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "trace/format.h"
+#include "trace/forward_passes.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -60,11 +61,7 @@ std::string Heaviest(const TraceRecord& r, std::optional<int64_t> LayerTrace::*a
 
 std::string SessionSummary(const TraceRecord& r, int64_t steps, int64_t hook_errors) {
   int64_t params = 0;
-  int64_t most_forwards = 0;
-  for (const LayerTrace& l : r.layers) {
-    params += l.params;
-    most_forwards = std::max(most_forwards, l.forward_count);
-  }
+  for (const LayerTrace& l : r.layers) params += l.params;
   const bool live = steps >= 0;
   std::string out;
   Line("Model", r.metadata.model_name.empty() ? "<unnamed>" : r.metadata.model_name, &out);
@@ -74,7 +71,7 @@ std::string SessionSummary(const TraceRecord& r, int64_t steps, int64_t hook_err
        r.metadata.total_time_ms ? FormatMs(*r.metadata.total_time_ms)
                                 : (live ? std::string("running") : FormatMs(0.0)),
        &out);
-  Line("Forward passes", absl::StrCat(live ? steps : most_forwards), &out);
+  Line("Forward passes", absl::StrCat(ForwardPasses(r)), &out);
   if (const LayerTrace* l = Slowest(r, &LayerTrace::latency_ms_mean)) {
     Line("Slowest layer",
          absl::StrCat(l->full_name, " (",

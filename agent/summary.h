@@ -16,7 +16,7 @@ namespace tracetorch::agent {
 //   Layers traced: 11
 //   Total parameters: 11.2K
 //   Total time: 81.7ms                ("running" while the session is open)
-//   Forward passes: 20                (`steps`)
+//   Forward passes: 20                (ForwardPasses(record): the root model's calls)
 //   Slowest layer: blocks (1.45ms mean / 4.77ms max over 20 fwd)
 //   Slowest backward: head (0.120ms mean / 0.300ms max over 20 bwd)      when a backward ran
 //   Heaviest fwd mem: fc (+5.00MiB alloc, +8.00MiB reserved); then ...  on CUDA
@@ -25,9 +25,9 @@ namespace tracetorch::agent {
 // anomalies of record.warnings:
 //   Anomalies detected: 2
 //     ✗ [critical] bad: NaN detected in output (40 values)
-// `steps` < 0 means unknown (a record filled in by hand, not a session): forward passes are then
-// the largest forward_count of a layer, and a missing total time reads 0.000ms, as the library
-// does.
+// `steps` < 0 means not a live session (a record filled in by hand or read from a file): a missing
+// total time then reads 0.000ms, as the library does, rather than "running". Forward passes are
+// the record's own (trace/record.h ForwardPasses), so every door and `tracetorch summary` agree.
 std::string SessionSummary(const TraceRecord& record, int64_t steps, int64_t hook_errors);
 
 }  // namespace tracetorch::agent

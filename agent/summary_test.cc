@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "trace/forward_passes.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -45,7 +46,8 @@ TEST(SessionSummary, KeepsTheLibraryLinesOfARecordFilledInByHand) {
 
 TEST(SessionSummary, LiveSessionCountsStepsAndListsAnomalies) {
   TraceRecord r;
-  r.layers.push_back(Layer("fc", 1.0, 7));
+  r.layers.push_back(Layer("fc", 1.0, 7));  // Called twice in some steps: 7 calls, 5 steps.
+  SetForwardPasses(5, &r);                  // As the Tracer's records carry them.
   r.metadata.nan_origin = NanOrigin{.layer = "fc", .step = 4};
   Anomaly a;
   a.severity = AnomalySeverity::kCritical;

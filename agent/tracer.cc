@@ -3,6 +3,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/edge.h>
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -10,8 +11,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "agent/tracer_internal.h"
+#include "flight/recorder.h"
 #include "guest/hook_guard.h"
+#include "trace/forward_passes.h"
+#include "trace/json_writer.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -19,26 +24,26 @@ namespace {
 using tracer_internal::Attach;
 using tracer_internal::kMinNodePrune;
 using tracer_internal::Ms;
+using tracer_internal::Ns;
 
 constexpr size_t kMaxCalls = 1 << 16;         // Concurrently open calls (a leak guard).
 constexpr size_t kMaxCacheEntries = 1 << 16;  // Distinct tensors reduced in one forward.
 
 // A CallId: generation << 32 | kHasLayerBit (a declared layer: EndCall describes the outputs
-// before it takes the lock) | kHasTimerBit | slot + 1.
+// before it takes the lock) | kHasTimerBit | kRootBit | kRecomputeBit | slot + 1.
 constexpr uint32_t kHasLayerBit = 1u << 31;
 // The call has a CUDA timer: EndCall records its end event before it launches the outputs'
 // statistics (so that they are not timed).
 constexpr uint32_t kHasTimerBit = 1u << 30;
-constexpr uint32_t kSlotMask = kHasTimerBit - 1;
+// A root call: EndCall describes its outputs too (the model's output, trace/nonfinite.h).
+constexpr uint32_t kRootBit = 1u << 29;
+// A recomputation (see tracer.h): EndCall computes no statistics.
+constexpr uint32_t kRecomputeBit = 1u << 28;
+constexpr uint32_t kSlotMask = kRecomputeBit - 1;
 
-bool HasNonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
-
-// Folds one tensor's NaN/Inf counts into a scan's `finite` / `have_nan`.
-void NoteNonFinite(const TensorInfo& t, bool* finite, bool* have_nan) {
-  if (!HasNonFinite(t)) return;
-  *finite = false;
-  *have_nan = *have_nan || NanCount(t) > 0;
-}
+// Whether the calling thread is running a backward in autograd's engine: a module call now is a
+// recomputation of a forward (activation checkpointing), not a forward.
+bool InBackward() { return torch::autograd::get_current_graph_task_exec_info() != nullptr; }
 
 // The device of the first defined CUDA tensor, if any.
 std::optional<c10::Device> FirstCudaDevice(absl::Span<const at::Tensor> tensors) {
@@ -84,6 +89,7 @@ absl::StatusOr<Tracer::LayerId> Tracer::DeclareLayer(const LayerInfo& info) {
   }
   layer_names_[*id] = info.full_name;
   layer_infos_[*id] = info;
+  if (recorder_ != nullptr) recorder_->AddName(*id, info.full_name);
   NotifySink("event_sink", [&](EventSink& sink) { sink.OnLayerDeclared(*id, info); });
   return id;
 }
@@ -104,6 +110,48 @@ void Tracer::SetEventSink(std::shared_ptr<EventSink> sink) {
     });
   }
   // `old` is released here, outside the lock (its destructor may wait for a thread).
+}
+
+void Tracer::SetFlightRecorder(std::shared_ptr<flight::Recorder> recorder) {
+  if (ForkedChild()) return;
+  std::shared_ptr<flight::Recorder> old;
+  absl::MutexLock lock(&mu_);
+  old = std::move(recorder_);
+  recorder_ = std::move(recorder);
+  if (recorder_ == nullptr) return;
+  for (size_t i = 0; i < layer_infos_.size(); ++i) {
+    if (layer_infos_[i].has_value()) recorder_->AddName(static_cast<LayerId>(i), layer_names_[i]);
+  }
+  recorder_->SetRecording(active_, Ns(Clock::now()));
+}
+
+void Tracer::MarkPhase(flight::Phase phase) {
+  if (ForkedChild()) return;
+  const Clock::time_point now = Clock::now();
+  absl::MutexLock lock(&mu_);
+  if (recorder_ == nullptr || !active_) return;
+  recorder_->Move(phase, flight::Event::kMark, kNoLayer,
+                  static_cast<uint64_t>(std::max<int64_t>(steps_ - 1, 0)), Ns(now));
+}
+
+void Tracer::FlightExit(const CallState& c, Clock::time_point end,
+                        std::optional<uint32_t> span_flags) {
+  forward_layer_ = c.parent;
+  if (recorder_ == nullptr || !active_) return;
+  const uint64_t step = static_cast<uint64_t>(c.step);
+  if (span_flags.has_value() && c.layer != kNoLayer) {
+    recorder_->Span(flight::SpanKind::kForward, c.layer, step, Ns(c.start), Ns(end) - Ns(c.start),
+                    *span_flags);
+  }
+  if (c.is_root) {
+    recorder_->Move(flight::Phase::kOutside, flight::Event::kMark, kNoLayer, step, Ns(end));
+  } else if (c.recompute) {  // Back in the backward that recomputed it.
+    recorder_->Move(flight::Phase::kBackward,
+                    c.parent != kNoLayer ? flight::Event::kEnter : flight::Event::kMark, c.parent,
+                    step, Ns(end));
+  } else {
+    recorder_->Move(flight::Phase::kForward, flight::Event::kEnter, c.parent, step, Ns(end));
+  }
 }
 
 void Tracer::NotifySink(std::string_view cause, absl::FunctionRef<void(EventSink&)> fn) const {
@@ -129,8 +177,8 @@ absl::Status Tracer::Start() {
   steps_ = 0;
   errors_.Reset();
   tensor_reductions_.store(0, std::memory_order_relaxed);
-  nan_origin_.reset();
-  origin_candidate_.reset();
+  origin_finder_.Reset();
+  recomputed_calls_ = 0;
   stats_cache_.Clear();
   calls_.clear();
   free_calls_.clear();
@@ -138,13 +186,14 @@ absl::Status Tracer::Start() {
   results_abandoned_.store(0, std::memory_order_relaxed);
   results_deferred_ = 0;
   pending_backward_.Clear();
-  collect_candidate_.reset();
   call_seq_ = 0;
   deferring_.store(options_.deferred_cpu, std::memory_order_relaxed);
   active_calls_ = 0;
   open_calls_.store(0, std::memory_order_relaxed);
+  forward_layer_ = kNoLayer;
   active_ = true;
   recording_.store(true, std::memory_order_release);
+  if (recorder_ != nullptr) recorder_->SetRecording(true, Ns(Clock::now()));
   return absl::OkStatus();
 }
 
@@ -154,9 +203,12 @@ void Tracer::Stop() {
   CollectAll(absl::Now() + options_.stop_wait);
   {
     absl::MutexLock lock(&mu_);
+    // The last step's backward is over: a troubled gradient no layer made is the loss's.
+    if (active_) NoteOrigin(origin_finder_.EndBackward());
     active_ = false;
     recording_.store(false, std::memory_order_release);
     DetachHooks();
+    if (recorder_ != nullptr) recorder_->SetRecording(false, Ns(Clock::now()));
   }
   stats_cache_.Clear();
 }
@@ -193,24 +245,29 @@ int64_t Tracer::results_in_flight() const {
 std::optional<NanOrigin> Tracer::nan_origin() const {
   if (ForkedChild()) return std::nullopt;
   absl::MutexLock lock(&mu_);
-  return nan_origin_;
+  return origin_finder_.origin();
+}
+
+bool Tracer::AdoptNanOrigin(NanOrigin origin) {
+  if (ForkedChild()) return false;
+  absl::MutexLock lock(&mu_);
+  const bool found = origin_finder_.Adopt(std::move(origin));
+  NoteOrigin(found);
+  return found;
 }
 
 // ---- Forward ------------------------------------------------------------------------------------
 
-TensorInfo Tracer::Describe(const at::Tensor& t, std::shared_ptr<DeferredStats>* deferred) {
-  if (t.is_nested()) {  // Statistics over its elements; its shape with -1 where it is ragged.
-    TensorInfo info = Describe(DenseElements(t), deferred);
-    info.shape = ShapeOf(t);
-    return info;
-  }
+TensorInfo Tracer::Describe(const at::Tensor& tensor, std::shared_ptr<DeferredStats>* deferred) {
   deferred->reset();
   TensorInfo info;
+  // A nested tensor is described by its padded form (never cached: see stats_cache.h).
+  const at::Tensor t = DenseView(tensor);
   const auto sizes = t.sizes();
   info.shape.assign(sizes.begin(), sizes.end());
   info.dtype = std::string(DtypeName(t.scalar_type()));
   info.device = t.device().is_cpu() ? std::string("cpu") : t.device().str();
-  if (std::optional<CachedStats> hit = stats_cache_.Find(t)) {
+  if (std::optional<CachedStats> hit = stats_cache_.Find(tensor)) {
     if (hit->deferred != nullptr) {
       *deferred = std::move(hit->deferred);
     } else {
@@ -230,7 +287,7 @@ TensorInfo Tracer::Describe(const at::Tensor& t, std::shared_ptr<DeferredStats>*
     }
     deferring_.store(true, std::memory_order_relaxed);
     *deferred = *launched;
-    stats_cache_.Insert(t, CachedStats{TensorStats{}, *std::move(launched)});
+    stats_cache_.Insert(tensor, CachedStats{TensorStats{}, *std::move(launched)});
     return info;
   }
   absl::StatusOr<TensorStats> stats = ComputeTensorStats(t, stats_mode_);
@@ -239,7 +296,7 @@ TensorInfo Tracer::Describe(const at::Tensor& t, std::shared_ptr<DeferredStats>*
     return info;
   }
   Attach(*stats, stats_mode_, &info);
-  stats_cache_.Insert(t, CachedStats{*std::move(stats), nullptr});
+  stats_cache_.Insert(tensor, CachedStats{*std::move(stats), nullptr});
   return info;
 }
 
@@ -264,12 +321,11 @@ void Tracer::ReleaseCall(CallId id) {
   open_calls_.store(active_calls_, std::memory_order_relaxed);
 }
 
-void Tracer::MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) const {
-  if (nan_origin_.has_value()) return;
-  nan_origin_ = NanOrigin{std::string(layer), step, is_nan};
+void Tracer::NoteOrigin(bool found) const {
+  if (!found) return;
   NotifySink("event_sink", [&](EventSink& sink) {
     mu_.AssertHeld();
-    sink.OnNanOrigin(*nan_origin_);
+    sink.OnNanOrigin(*origin_finder_.origin());
   });
 }
 
@@ -280,10 +336,13 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   if (!recording_.load(std::memory_order_acquire)) return kNoCall;
   // The inputs are reduced before the lock. The first call while none is open starts a forward:
   // what was cached for the previous one is forgotten first.
-  if (open_calls_.load(std::memory_order_relaxed) == 0) stats_cache_.Clear();
+  // A call during a backward is a recomputation (checkpointing): it is not a forward and does not
+  // start one (the cache is left alone).
+  const bool recompute = !is_root && InBackward();
+  if (!recompute && open_calls_.load(std::memory_order_relaxed) == 0) stats_cache_.Clear();
   InputScan scan;
   if (!guest::GuardHook(errors_, "begin_call",
-                        [&] { scan = ScanInputs(layer, is_root, inputs); })) {
+                        [&] { scan = ScanInputs(layer, is_root, recompute, inputs); })) {
     return kNoCall;
   }
   absl::MutexLock lock(&mu_);
@@ -295,7 +354,7 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   CallId id = kNoCall;
   const bool ok = guest::GuardHook(errors_, "begin_call", [&] {
     mu_.AssertHeld();
-    id = OpenCall(layer, is_root);
+    id = OpenCall(layer, is_root, recompute);
     if (id == kNoCall) return;
     CallState& c = *FindCall(id);
     RecordInputs(c, std::move(scan));
@@ -306,7 +365,7 @@ Tracer::CallId Tracer::BeginCall(LayerId layer, bool is_root, absl::Span<const a
   return kNoCall;
 }
 
-Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
+Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root, bool recompute) {
   uint32_t slot;
   if (!free_calls_.empty()) {
     slot = free_calls_.back();
@@ -324,9 +383,8 @@ Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
   c.generation = next_generation.fetch_add(1, std::memory_order_relaxed);
   c.layer = layer;
   c.is_root = is_root;
+  c.recompute = recompute;
   c.inputs.clear();
-  c.inputs_finite = true;
-  c.inputs_have_nan = false;
   c.input_node.reset();
   c.input_nr = 0;
   c.cuda_device.reset();
@@ -334,31 +392,33 @@ Tracer::CallId Tracer::OpenCall(LayerId layer, bool is_root) {
   c.timer.reset();
   c.input_stats.clear();
   c.seq = call_seq_++;
+  c.parent = forward_layer_;
+  forward_layer_ = layer;
   if (is_root) {
     c.step = steps_++;
-    origin_candidate_.reset();
   } else {
     c.step = std::max<int64_t>(steps_ - 1, 0);
   }
   ++active_calls_;
   open_calls_.store(active_calls_, std::memory_order_relaxed);
-  const uint32_t low = (slot + 1) | (layer != kNoLayer ? kHasLayerBit : 0u);
+  if (recompute) ++recomputed_calls_;
+  const uint32_t low = (slot + 1) | (layer != kNoLayer ? kHasLayerBit : 0u) |
+                       (is_root ? kRootBit : 0u) | (recompute ? kRecomputeBit : 0u);
   return static_cast<int64_t>((static_cast<uint64_t>(c.generation) << 32) | low);
 }
 
-Tracer::InputScan Tracer::ScanInputs(LayerId layer, bool is_root,
+Tracer::InputScan Tracer::ScanInputs(LayerId layer, bool is_root, bool recompute,
                                      absl::Span<const at::Tensor> inputs) {
   InputScan scan;
-  if (layer != kNoLayer) {
+  if (layer != kNoLayer && !recompute) {
     scan.cuda_device = FirstCudaDevice(inputs);
     // Before our own kernels allocate their temporaries.
     if (scan.cuda_device) scan.mem_before = SampleDeviceMemory(*scan.cuda_device);
   }
   for (const at::Tensor& t : inputs) {
-    if (!t.defined()) continue;
+    if (!t.defined() || recompute) continue;
     std::shared_ptr<DeferredStats> deferred;
     TensorInfo info = Describe(t, &deferred);
-    NoteNonFinite(info, &scan.finite, &scan.have_nan);
     if (layer != kNoLayer || is_root) {
       scan.infos.push_back(std::move(info));
       scan.stats.push_back(std::move(deferred));
@@ -389,23 +449,15 @@ void Tracer::RecordInputs(CallState& c, InputScan scan) {
   if (deferring_.load(std::memory_order_relaxed)) {
     // The statistics may still be on the device: the origin is decided when they are collected.
     c.input_stats = std::move(scan.stats);
-    if (c.is_root) PushRootMarker(c, PendingForward::Kind::kRootBegin, scan.infos);
+    if (c.is_root) PushRootMarker(c, PendingForward::Kind::kRootBegin, scan.infos, c.input_stats);
     if (layer != kNoLayer) {
       c.inputs = std::move(scan.infos);
     } else {
       c.input_stats.clear();
     }
-  } else if (layer != kNoLayer) {
-    c.inputs = std::move(scan.infos);
-  }
-  c.inputs_finite = scan.finite;
-  c.inputs_have_nan = scan.have_nan;
-  if (!c.inputs_finite && !deferring_.load(std::memory_order_relaxed)) {
-    if (c.is_root) {
-      MaybeSetOrigin(NanOrigin::kModelInput, c.step, c.inputs_have_nan);
-    } else if (!origin_candidate_ && layer != kNoLayer) {
-      origin_candidate_ = NanOrigin{layer_names_[layer], c.step, c.inputs_have_nan};
-    }
+  } else {
+    if (c.is_root) NoteOrigin(origin_finder_.RootBegin(c.step, scan.infos));
+    if (layer != kNoLayer) c.inputs = std::move(scan.infos);
   }
   c.input_node = std::move(scan.input_node);
   c.input_nr = scan.input_nr;
@@ -413,21 +465,30 @@ void Tracer::RecordInputs(CallState& c, InputScan scan) {
   c.mem_before = scan.mem_before;
   c.timer = std::move(scan.timer);
   c.start = Clock::now();
+  if (recorder_ != nullptr) {
+    const uint64_t step = static_cast<uint64_t>(c.step);
+    if (c.is_root) recorder_->BeginStep(step, Ns(c.start));
+    // A recomputation (checkpointing) runs inside a backward: the position stays in that phase.
+    recorder_->Move(c.recompute ? flight::Phase::kBackward : flight::Phase::kForward,
+                    flight::Event::kEnter, layer, step, Ns(c.start));
+  }
 }
 
-Tracer::OutputScan Tracer::ScanOutputs(absl::Span<const at::Tensor> outputs) {
+Tracer::OutputScan Tracer::ScanOutputs(absl::Span<const at::Tensor> outputs, bool describe) {
   OutputScan scan;
-  scan.cuda_device = FirstCudaDevice(outputs);
-  // Before our own kernels allocate their temporaries.
-  if (scan.cuda_device) scan.mem_after = SampleDeviceMemory(*scan.cuda_device);
-  scan.infos.reserve(outputs.size());
+  if (describe) {
+    scan.cuda_device = FirstCudaDevice(outputs);
+    // Before our own kernels allocate their temporaries.
+    if (scan.cuda_device) scan.mem_after = SampleDeviceMemory(*scan.cuda_device);
+    scan.infos.reserve(outputs.size());
+  }
   for (const at::Tensor& t : outputs) {
     if (!t.defined()) continue;
-    std::shared_ptr<DeferredStats> deferred;
-    TensorInfo info = Describe(t, &deferred);
-    NoteNonFinite(info, &scan.finite, &scan.have_nan);
-    scan.infos.push_back(std::move(info));
-    scan.stats.push_back(std::move(deferred));
+    if (describe) {
+      std::shared_ptr<DeferredStats> deferred;
+      scan.infos.push_back(Describe(t, &deferred));
+      scan.stats.push_back(std::move(deferred));
+    }
     if (scan.grad_output == nullptr && t.requires_grad() && t.grad_fn()) scan.grad_output = &t;
   }
   return scan;
@@ -439,17 +500,19 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs) {
 
 void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::time_point end) {
   if (id == kNoCall || ForkedChild()) return;
-  // A declared layer's outputs are reduced before the lock (a root call's are not recorded).
-  if ((static_cast<uint32_t>(id & 0xffffffff) & kHasTimerBit) != 0) {
+  // A declared layer's and a root call's outputs are reduced before the lock; a recomputation's
+  // only give the output its backward starts from.
+  const uint32_t bits = static_cast<uint32_t>(id & 0xffffffff);
+  if ((bits & kHasTimerBit) != 0) {
     // The GPU time ends here, before our kernels for the outputs (an event record, no wait).
     absl::MutexLock lock(&mu_);
     if (CallState* c = FindCall(id); c != nullptr && c->timer != nullptr) c->timer->Stop();
   }
   OutputScan scan;
   bool scanned = true;
-  if ((static_cast<uint32_t>(id & 0xffffffff) & kHasLayerBit) != 0 &&
-      recording_.load(std::memory_order_acquire)) {
-    scanned = guest::GuardHook(errors_, "end_call", [&] { scan = ScanOutputs(outputs); });
+  if ((bits & (kHasLayerBit | kRootBit)) != 0 && recording_.load(std::memory_order_acquire)) {
+    const bool describe = (bits & kRecomputeBit) == 0;
+    scanned = guest::GuardHook(errors_, "end_call", [&] { scan = ScanOutputs(outputs, describe); });
   }
   absl::MutexLock lock(&mu_);
   CallState* c = FindCall(id);
@@ -457,21 +520,41 @@ void Tracer::EndCall(CallId id, absl::Span<const at::Tensor> outputs, Clock::tim
   if (scanned) {
     guest::GuardHook(errors_, "end_call", [&] {
       mu_.AssertHeld();
+      // The span's flag follows the non-finite rule (trace/nonfinite.h): a mask's -inf is none.
+      FlightExit(*c, end,
+                 AnyTrouble(scan.infos) ? static_cast<uint32_t>(flight::kSpanNonFinite) : 0u);
       CloseCall(*c, std::move(scan), end);
     });
+  } else {
+    FlightExit(*c, end, std::nullopt);
   }
   ReleaseCall(id);
 }
 
 void Tracer::CloseCall(CallState& c, OutputScan scan, Clock::time_point end) {
   const bool deferring = deferring_.load(std::memory_order_relaxed);
+  if (active_ && c.recompute) {
+    // Not a forward: only its backward is measured (the recomputed graph is what it runs through).
+    if (c.layer != kNoLayer && scan.grad_output != nullptr && c10::GradMode::is_enabled()) {
+      RegisterBackward(c, *scan.grad_output);
+    }
+    return;
+  }
+  // The model's outputs, for the origin (a root that is a layer moves them into its sample).
+  std::vector<TensorInfo> root_outputs;
+  std::vector<std::shared_ptr<DeferredStats>> root_output_stats;
+  if (c.is_root) {
+    root_outputs = scan.infos;
+    root_output_stats = scan.stats;
+  }
   if (active_ && c.layer != kNoLayer) {
     ForwardSample sample;
     sample.latency_ms = Ms(end - c.start);
     sample.inputs = std::move(c.inputs);
     sample.outputs = std::move(scan.infos);
-    if (!deferring && c.inputs_finite && !scan.finite) {
-      MaybeSetOrigin(layer_names_[c.layer], c.step, scan.have_nan);
+    if (!deferring) {
+      NoteOrigin(origin_finder_.CallEnd(layer_names_[c.layer], c.step, c.seq, sample.inputs,
+                                        sample.outputs));
     }
     if (scan.grad_output != nullptr && c10::GradMode::is_enabled()) {
       RegisterBackward(c, *scan.grad_output);
@@ -487,21 +570,20 @@ void Tracer::CloseCall(CallState& c, OutputScan scan, Clock::time_point end) {
     }
   }
   if (active_ && c.is_root && deferring) {
-    PushRootMarker(c, PendingForward::Kind::kRootEnd, {});
-  } else if (active_ && c.is_root && !nan_origin_ && origin_candidate_) {
-    nan_origin_ = origin_candidate_;
-    NotifySink("event_sink", [&](EventSink& sink) {
-      mu_.AssertHeld();
-      sink.OnNanOrigin(*nan_origin_);
-    });
+    PushRootMarker(c, PendingForward::Kind::kRootEnd, std::move(root_outputs),
+                   std::move(root_output_stats));
+  } else if (active_ && c.is_root) {
+    NoteOrigin(origin_finder_.RootEnd(c.step, root_outputs));
   }
 }
 
 void Tracer::AbortCall(CallId id) {
   if (id == kNoCall || ForkedChild()) return;
+  const Clock::time_point now = Clock::now();
   absl::MutexLock lock(&mu_);
   guest::GuardHook(errors_, "abort_call", [&] {
     mu_.AssertHeld();
+    if (const CallState* c = FindCall(id); c != nullptr) FlightExit(*c, now, std::nullopt);
     ReleaseCall(id);
   });
 }
@@ -510,8 +592,12 @@ void Tracer::AbortCall(CallId id) {
 
 TraceRecord Tracer::SnapshotLocked() const {
   TraceRecord record = aggregator_.Snapshot();
-  record.metadata.nan_origin = nan_origin_;
+  record.metadata.nan_origin = origin_finder_.origin();
   record.metadata.SetExtra("hook_errors", absl::StrCat(errors_.count()));
+  if (recomputed_calls_ > 0) {
+    record.metadata.SetExtra("recomputed_calls", absl::StrCat(recomputed_calls_));
+  }
+  SetForwardPasses(steps_, &record);
   if (results_deferred_ > 0) {  // Only sessions that deferred (CUDA, deferred_cpu) say so.
     record.metadata.SetExtra("results_in_flight", absl::StrCat(results_in_flight()));
     record.metadata.SetExtra("results_abandoned",
@@ -525,6 +611,31 @@ TraceRecord Tracer::Snapshot() const {
   CollectCompleted();  // What has completed; never waits.
   absl::MutexLock lock(&mu_);
   return SnapshotLocked();
+}
+
+TraceRecord Tracer::WatchSnapshot() const {
+  if (ForkedChild()) return TraceRecord{};
+  CollectCompleted();
+  absl::MutexLock lock(&mu_);
+  TraceRecord record = SnapshotLocked();
+  if (recorder_ == nullptr || !active_) return record;
+  absl::StatusOr<flight::PositionView> p =
+      flight::ReadPosition(recorder_->data(), recorder_->size());
+  if (!p.ok() || !p->recording) return record;
+  absl::flat_hash_map<int32_t, std::string> names;
+  if (p->layer >= 0 && static_cast<size_t>(p->layer) < layer_names_.size()) {
+    names[p->layer] = layer_names_[p->layer];
+  }
+  const absl::Duration age = absl::Nanoseconds(flight::Recorder::MonotonicNs() - p->since_ns);
+  const absl::Duration threshold =
+      flight::StallThreshold(options_.stall_rule, flight::MedianStepTime(*p));
+  std::string position;  // Metadata extras are JSON text.
+  AppendJsonString(flight::Describe(*p, names), &position);
+  record.metadata.SetExtra("flight_position", std::move(position));
+  record.metadata.SetExtra("flight_position_age_s",
+                           absl::StrFormat("%.1f", absl::ToDoubleSeconds(age)));
+  record.metadata.SetExtra("flight_stalled", age >= threshold ? "true" : "false");
+  return record;
 }
 
 absl::StatusOr<TraceRecord> Tracer::Finalize(std::optional<double> total_time_ms) const {

@@ -16,12 +16,17 @@
 //    Hooks never wrap or replace tensors, so in-place ops on outputs keep working, and they return
 //    the gradients they are given untouched. One hook per node serves every call that listens on
 //    it;
-//  - tracks where a non-finite value first appeared (NanOrigin): the model input (checked at the
-//    root's BeginCall), else the first layer whose inputs were all finite and whose outputs were
-//    not. If a forward ends with no such layer but some layer saw a non-finite input (the value
-//    came from code between modules), that layer is named (the first such call in call order).
-//    In a deferred session (below) this is decided when the calls' statistics are collected, in
-//    the order the hooks ran, with the same rules: nan_origin() is known after the collection;
+//  - tracks where non-finite trouble first appeared (NanOrigin), by the rule of trace/nonfinite.h
+//    (a NaN anywhere, an Inf outside a mask in a layer's or the model's output or in a gradient):
+//    it feeds a LayerOriginFinder the root call's inputs, each layer call as it ends, the root
+//    call's outputs (also measured for a root that is no layer) and each backward sample. In a
+//    deferred session (below) this is decided when the calls' statistics are collected, in the
+//    order the hooks ran, with the same rules: nan_origin() is known after the collection;
+//  - a module call made while autograd's engine runs a backward on this thread (activation
+//    checkpointing recomputing a forward) is a recomputation, not a forward: it is left out of
+//    forward_count, the latencies, the layer's latest tensors and the NaN origin (no statistics
+//    are computed), its backward is still measured (the recomputed graph is what the backward
+//    runs through), and the session counts it (metadata extra "recomputed_calls");
 //  - a tensor not on the CPU (CUDA) is reduced by ATen kernels on its device and current stream
 //    into a small float64 tensor copied non-blocking to pinned host memory (deferred_stats.h), and
 //    a CUDA event after the copy says when it is readable; gradients likewise. No hook waits for
@@ -38,7 +43,13 @@
 //    ready..input gradient ready; counters, no sync) and times forward calls with CUDA events,
 //    read at collection. Backward latency is host time between the hooks. Without CUDA, memory
 //    fields stay null;
-//  - feeds a TraceAggregator (memory bounded by layers, never steps) and counts hook errors.
+//  - feeds a TraceAggregator (memory bounded by layers, never steps) and counts hook errors;
+//  - with a flight recorder (SetFlightRecorder, flight/layout.h), writes where the process is
+//    (step, phase, innermost module, since when) and each call's forward and backward span into
+//    a shared-memory region the daemon reads even when the process hangs or died. The writes are
+//    plain stores under the mutex the hook already holds: no extra lock, no allocation, no syscall.
+//    The position's module is the innermost call open when the event happened: exact for one
+//    forward thread (calls nest), approximate when several threads run forwards at once.
 //
 // Steps: a root call (is_root) starts a step; step = index of the root call in the session.
 // Calls nest; the first call entered while no call is active starts a new "forward" and empties the
@@ -98,14 +109,20 @@
 #include "agent/pending_results.h"
 #include "agent/stats.h"
 #include "agent/stats_cache.h"
+#include "flight/layout.h"
+#include "flight/reader.h"
 #include "guest/fork.h"
 #include "guest/hook_guard.h"
 #include "trace/aggregator.h"
 #include "trace/anomaly.h"
+#include "trace/nonfinite.h"
 #include "trace/record.h"
 
 namespace torch::autograd {
 struct Node;
+}
+namespace tracetorch::flight {
+class Recorder;
 }
 
 namespace tracetorch::agent {
@@ -122,6 +139,8 @@ struct TracerOptions {
   std::function<std::unique_ptr<Completion>()> cpu_completion;
   // How long Stop() waits, in all, for samples still in flight before dropping them.
   absl::Duration stop_wait = absl::Seconds(2);
+  // When WatchSnapshot() calls a flight recorder's position a stall (see flight/reader.h).
+  flight::StallRule stall_rule;
   // Tests: called on the hook's thread before each tensor or gradient reduction, with no lock of
   // the Tracer held (a test blocks here to prove it). Must not call back into the Tracer's hooks.
   std::function<void(const at::Tensor&)> before_reduce;
@@ -215,6 +234,19 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // reference until the sink is replaced. No-op in a forked child.
   void SetEventSink(std::shared_ptr<EventSink> sink) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Sets (or, with nullptr, removes) the flight recorder the hooks write to from now on; the names
+  // of the layers already declared are written to it first, and its recording flag follows
+  // active(). One Tracer writes a recorder at a time. No-op in a forked child.
+  void SetFlightRecorder(std::shared_ptr<flight::Recorder> recorder) ABSL_LOCKS_EXCLUDED(mu_);
+  // A front door that knows the phase (the optimizer's step) moves the position there; ignored
+  // while not recording or without a recorder.
+  void MarkPhase(flight::Phase phase) ABSL_LOCKS_EXCLUDED(mu_);
+  // Snapshot() plus, with a flight recorder while recording, where the process is in
+  // metadata.extra: "flight_position" ("step 12, forward, in fc1"), "flight_position_age_s"
+  // (seconds since it last moved) and "flight_stalled" ("true" once that age passes
+  // TracerOptions::stall_rule's threshold). What the watch file shows.
+  TraceRecord WatchSnapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // The session's hook error counter (reset by Start()), for the front doors' own callbacks:
   //   guest::GuardHook(tracer->errors(), "post_hook", [&] { ... });
   //   tracer->errors().Record("finalize", status.ToString());
@@ -227,6 +259,11 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   // that race on one uncached tensor may both reduce it: both count). Lock-free.
   int64_t tensor_reductions() const;
   std::optional<NanOrigin> nan_origin() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The op level's origin (ops::NanOpWatch::Resolve): taken as the session's NaN origin when it
+  // has none yet (trouble the layers did not see), or its op fields when it is the same origin
+  // (LayerOriginFinder::Adopt); the sink is told. Returns whether the origin changed. No-op in a
+  // forked child.
+  bool AdoptNanOrigin(NanOrigin origin) ABSL_LOCKS_EXCLUDED(mu_);
   // Forward and backward samples waiting for their device work (not yet in the record).
   // Lock-free.
   int64_t results_in_flight() const;
@@ -243,16 +280,16 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   struct CallState {
     LayerId layer = kNoLayer;
     bool is_root = false;
+    bool recompute = false;  // Made by autograd's engine during a backward (checkpointing).
     bool in_use = false;
     uint32_t generation = 0;
     std::vector<TensorInfo> inputs;
     // Beside `inputs` (deferred sessions): the statistics the device is still computing (null:
     // already in `inputs`).
     std::vector<std::shared_ptr<DeferredStats>> input_stats;
-    bool inputs_finite = true;
-    bool inputs_have_nan = false;
     int64_t step = 0;
-    uint64_t seq = 0;  // Order of BeginCall among the session's calls.
+    uint64_t seq = 0;           // Order of BeginCall among the session's calls.
+    LayerId parent = kNoLayer;  // The call open around it when it began (the flight position).
     Clock::time_point start;
     // Gradient edge of the first input that requires grad, captured before the call ran.
     std::shared_ptr<torch::autograd::Node> input_node;
@@ -303,8 +340,6 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   struct InputScan {
     std::vector<TensorInfo> infos;  // Kept only for a declared layer or a root call.
     std::vector<std::shared_ptr<DeferredStats>> stats;  // Beside `infos` (null: in `infos`).
-    bool finite = true;
-    bool have_nan = false;
     std::shared_ptr<torch::autograd::Node> input_node;
     uint32_t input_nr = 0;
     std::optional<c10::Device> cuda_device;
@@ -315,9 +350,7 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   struct OutputScan {
     std::vector<TensorInfo> infos;
     std::vector<std::shared_ptr<DeferredStats>> stats;  // Beside `infos` (null: in `infos`).
-    bool finite = true;
-    bool have_nan = false;
-    const at::Tensor* grad_output = nullptr;  // The first output that requires grad.
+    const at::Tensor* grad_output = nullptr;            // The first output that requires grad.
     std::optional<c10::Device> cuda_device;
     std::optional<DeviceMemory> mem_after;
   };
@@ -326,13 +359,15 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
 
   bool ForkedChild() const { return fork_owner_.InForkedChild(); }
   // Takes a free call slot for a new call and resets it; kNoCall when too many calls are open.
-  CallId OpenCall(LayerId layer, bool is_root) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Describes the call's inputs, checks them for NaN/Inf and captures the gradient edge, the CUDA
-  // memory and timer. Without mu_.
-  InputScan ScanInputs(LayerId layer, bool is_root, absl::Span<const at::Tensor> inputs)
+  CallId OpenCall(LayerId layer, bool is_root, bool recompute) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Describes the call's inputs (a recomputation's only for its gradient edge) and captures the
+  // gradient edge, the CUDA memory and timer. Without mu_.
+  InputScan ScanInputs(LayerId layer, bool is_root, bool recompute,
+                       absl::Span<const at::Tensor> inputs) ABSL_LOCKS_EXCLUDED(mu_);
+  // Describes the call's outputs (`describe` false: only finds the output the backward starts
+  // from). Without mu_.
+  OutputScan ScanOutputs(absl::Span<const at::Tensor> outputs, bool describe)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Describes the call's outputs. Without mu_.
-  OutputScan ScanOutputs(absl::Span<const at::Tensor> outputs) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the inputs' scan into the call (NaN origin bookkeeping); then starts the clock.
   void RecordInputs(CallState& c, InputScan scan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the forward sample of `c` (outputs, NaN origin, backward hooks).
@@ -364,8 +399,8 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   void RegisterBackward(CallState& call, const at::Tensor& output)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DetachHooks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeSetOrigin(std::string_view layer, int64_t step, bool is_nan) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the sink the origin when a feed of origin_finder_ just decided it (`found`).
+  void NoteOrigin(bool found) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a forward sample to the sink, then aggregates it.
   absl::Status AddForwardSample(LayerId layer, int64_t step, ForwardSample sample) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -395,14 +430,24 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::optional<c10::Device> NodeDoneDevice(const NodeListeners& node) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TraceRecord SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A backward call's span, ended at `end`, with flight::kSpanNonFinite when a gradient had a NaN.
+  void FlightSpan(const BackwardCall& bc, Clock::time_point end, uint32_t flags)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The flight recorder's side of a call's end (or abort): its span, with these flags
+  // (flight::kSpanNonFinite; nullopt: no span, the call raised or was not scanned), and the
+  // position back in the enclosing call.
+  void FlightExit(const CallState& c, Clock::time_point end, std::optional<uint32_t> span_flags)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The deferred half (tracer_deferred.cc). Queues the forward sample of a call in a deferred
   // session (device statistics or timing still running; every sample with deferred_cpu).
   void DeferForward(CallState& c, ForwardSample sample,
                     std::vector<std::shared_ptr<DeferredStats>> output_stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Queues a root call's begin (with its inputs, the model input check) or end, in a deferred
-  // session; not counted in results_in_flight.
-  void PushRootMarker(const CallState& c, PendingForward::Kind kind, std::vector<TensorInfo> inputs)
+  // Queues a root call's begin (with its inputs, the model input check) or end (with its
+  // outputs), in a deferred session; not counted in results_in_flight. `stats`: beside `tensors`.
+  void PushRootMarker(const CallState& c, PendingForward::Kind kind,
+                      std::vector<TensorInfo> tensors,
+                      std::vector<std::shared_ptr<DeferredStats>> stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a backward sample whose gradient statistics are on the device.
   void DeferBackward(const BackwardCall& bc, BackwardSample sample,
@@ -453,17 +498,16 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   std::vector<std::string> layer_names_ ABSL_GUARDED_BY(mu_);               // full_name by LayerId.
   std::vector<std::optional<LayerInfo>> layer_infos_ ABSL_GUARDED_BY(mu_);  // For sink replay.
   std::shared_ptr<EventSink> sink_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<flight::Recorder> recorder_ ABSL_GUARDED_BY(mu_);
+  LayerId forward_layer_ ABSL_GUARDED_BY(mu_) = kNoLayer;  // Innermost open call (flight position).
   std::vector<CallState> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_calls_ ABSL_GUARDED_BY(mu_);
   int32_t active_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
-  // Mutable: a deferred session decides it at collection, which const snapshots do.
-  mutable std::optional<NanOrigin> nan_origin_ ABSL_GUARDED_BY(mu_);
-  // First layer of the current root forward that saw a non-finite input (fallback origin).
-  std::optional<NanOrigin> origin_candidate_ ABSL_GUARDED_BY(mu_);
-  // The same, at collection in a deferred session (the candidate's BeginCall order).
-  mutable std::optional<NanOrigin> collect_candidate_ ABSL_GUARDED_BY(mu_);
-  mutable uint64_t collect_candidate_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t recomputed_calls_ ABSL_GUARDED_BY(mu_) = 0;  // Since Start().
+  // The NaN origin (trace/nonfinite.h). Mutable: a deferred session decides it at collection,
+  // which const snapshots do.
+  mutable LayerOriginFinder origin_finder_ ABSL_GUARDED_BY(mu_);
   uint64_t call_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<const torch::autograd::Node*, std::weak_ptr<NodeListeners>> nodes_
       ABSL_GUARDED_BY(mu_);

@@ -12,6 +12,7 @@
 
 #include "agent/tracer.h"
 #include "agent/tracer_internal.h"
+#include "flight/recorder.h"
 
 namespace tracetorch::agent {
 namespace {
@@ -22,6 +23,7 @@ using torch::autograd::Node;
 using torch::autograd::variable_list;
 using tracer_internal::kMinNodePrune;
 using tracer_internal::Ms;
+using tracer_internal::Ns;
 using tracer_internal::SetMemoryDelta;
 
 constexpr size_t kMaxListenersPerNode = 1024;  // Oldest dropped past this.
@@ -69,6 +71,8 @@ BackwardSample StartedSample(const BackwardCall& bc, std::chrono::steady_clock::
   }
   return sample;
 }
+
+uint32_t NonFiniteFlag(bool nonfinite) { return nonfinite ? flight::kSpanNonFinite : 0u; }
 
 }  // namespace
 
@@ -133,6 +137,9 @@ void Tracer::AddBackwardSample(LayerId layer, int64_t step, const BackwardSample
     return;
   }
   NotifySink("event_sink", [&](EventSink& sink) { sink.OnBackward(layer, step, sample); });
+  if (static_cast<size_t>(layer) < layer_names_.size()) {
+    NoteOrigin(origin_finder_.Backward(layer_names_[layer], step, sample));
+  }
 }
 
 std::optional<GradStats> Tracer::ReduceGrad(const at::Tensor& grad,
@@ -208,6 +215,8 @@ void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>&
     return kNone;
   };
   bool any_started = false;
+  const BackwardCall* entered = nullptr;  // The flight position: the last call started here...
+  const BackwardCall* left = nullptr;     // ...else the last one ended here.
   // Starts first, so that a call whose output is its input (Identity) starts and ends here.
   for (Listener& l : node.listeners) {
     if (l.role != Listener::Role::kOutput || l.call->epoch != epoch_) continue;
@@ -221,6 +230,7 @@ void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>&
     l.call->started = true;
     l.call->start = enter;
     any_started = true;
+    entered = l.call.get();
   }
   for (Listener& l : node.listeners) {
     if (l.role != Listener::Role::kInput || l.call->epoch != epoch_ || !l.call->started) continue;
@@ -234,11 +244,19 @@ void Tracer::GradReadyLocked(NodeListeners& node, const std::vector<at::Tensor>&
     }
     SetMemoryDelta(bc.mem_before, memory, &sample);
     bc.started = false;
+    FlightSpan(bc, enter, NonFiniteFlag(sample.grad_has_nan || sample.grad_in_has_nan));
+    left = &bc;
     if (bc.out_stats != nullptr || in.deferred != nullptr) {
       DeferBackward(bc, std::move(sample), in.deferred);
     } else {
       AddBackwardSample(bc.layer, bc.step, sample);
     }
+  }
+  if (recorder_ != nullptr && (entered != nullptr || left != nullptr)) {
+    const BackwardCall& at = entered != nullptr ? *entered : *left;
+    recorder_->Move(flight::Phase::kBackward,
+                    entered != nullptr ? flight::Event::kEnter : flight::Event::kExit, at.layer,
+                    static_cast<uint64_t>(at.step), Ns(enter));
   }
   if (any_started) {
     // Our own work in this hook is not part of the layers' backward time.
@@ -294,12 +312,23 @@ void Tracer::NodeDoneLocked(NodeListeners& node, const std::optional<DeviceMemor
     BackwardSample sample = StartedSample(bc, end);
     SetMemoryDelta(bc.mem_before, memory, &sample);
     bc.started = false;
+    FlightSpan(bc, end, NonFiniteFlag(sample.grad_has_nan));
+    if (recorder_ != nullptr) {
+      recorder_->Move(flight::Phase::kBackward, flight::Event::kExit, bc.layer,
+                      static_cast<uint64_t>(bc.step), Ns(end));
+    }
     if (bc.out_stats != nullptr) {
       DeferBackward(bc, std::move(sample), nullptr);
     } else {
       AddBackwardSample(bc.layer, bc.step, sample);
     }
   }
+}
+
+void Tracer::FlightSpan(const BackwardCall& bc, Clock::time_point end, uint32_t flags) {
+  if (recorder_ == nullptr) return;
+  recorder_->Span(flight::SpanKind::kBackward, bc.layer, static_cast<uint64_t>(bc.step),
+                  Ns(bc.start), std::max<int64_t>(0, Ns(end) - Ns(bc.start)), flags);
 }
 
 void Tracer::DetachHooks() {

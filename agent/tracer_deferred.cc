@@ -63,20 +63,6 @@ void Fill(const std::vector<std::shared_ptr<DeferredStats>>& deferred, StatsMode
   }
 }
 
-bool AnyNonFinite(const std::vector<TensorInfo>& infos) {
-  for (const TensorInfo& t : infos) {
-    if (NanCount(t) > 0 || InfCount(t) > 0) return true;
-  }
-  return false;
-}
-
-bool AnyNan(const std::vector<TensorInfo>& infos) {
-  for (const TensorInfo& t : infos) {
-    if (NanCount(t) > 0) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 void Tracer::DeferForward(CallState& c, ForwardSample sample,
@@ -108,7 +94,8 @@ void Tracer::DeferForward(CallState& c, ForwardSample sample,
 }
 
 void Tracer::PushRootMarker(const CallState& c, PendingForward::Kind kind,
-                            std::vector<TensorInfo> inputs) {
+                            std::vector<TensorInfo> tensors,
+                            std::vector<std::shared_ptr<DeferredStats>> stats) {
   std::vector<std::shared_ptr<DeferredStats>> wait_for;
   PendingForward p;
   p.kind = kind;
@@ -116,10 +103,13 @@ void Tracer::PushRootMarker(const CallState& c, PendingForward::Kind kind,
   p.step = c.step;
   p.seq = c.seq;
   p.is_root = true;
+  AddNonNull(stats, &wait_for);
   if (kind == PendingForward::Kind::kRootBegin) {
-    p.sample.inputs = std::move(inputs);
-    p.input_stats = c.input_stats;
-    AddNonNull(p.input_stats, &wait_for);
+    p.sample.inputs = std::move(tensors);
+    p.input_stats = std::move(stats);
+  } else {
+    p.sample.outputs = std::move(tensors);
+    p.output_stats = std::move(stats);
   }
   pending_.Push(std::make_unique<StatsCompletion>(std::move(wait_for), nullptr), std::move(p),
                 /*counted=*/false);
@@ -140,30 +130,16 @@ void Tracer::ApplyForward(PendingForward& p) const {
   using Kind = PendingForward::Kind;
   switch (p.kind) {
     case Kind::kRootBegin:
-      collect_candidate_.reset();
-      if (AnyNonFinite(p.sample.inputs)) {
-        MaybeSetOrigin(NanOrigin::kModelInput, p.step, AnyNan(p.sample.inputs));
-      }
+      NoteOrigin(origin_finder_.RootBegin(p.step, p.sample.inputs));
       return;
     case Kind::kRootEnd:
-      if (!nan_origin_ && collect_candidate_) {
-        MaybeSetOrigin(collect_candidate_->layer, collect_candidate_->step,
-                       collect_candidate_->is_nan);
-      }
-      collect_candidate_.reset();
+      NoteOrigin(origin_finder_.RootEnd(p.step, p.sample.outputs));
       return;
     case Kind::kSample:
       break;
   }
-  const bool inputs_finite = !AnyNonFinite(p.sample.inputs);
-  // The first call (in call order, not end order) of this root forward with a non-finite input.
-  if (!inputs_finite && !p.is_root && (!collect_candidate_ || p.seq < collect_candidate_seq_)) {
-    collect_candidate_ = NanOrigin{layer_names_[p.layer], p.step, AnyNan(p.sample.inputs)};
-    collect_candidate_seq_ = p.seq;
-  }
-  if (inputs_finite && AnyNonFinite(p.sample.outputs)) {
-    MaybeSetOrigin(layer_names_[p.layer], p.step, AnyNan(p.sample.outputs));
-  }
+  NoteOrigin(origin_finder_.CallEnd(layer_names_[p.layer], p.step, p.seq, p.sample.inputs,
+                                    p.sample.outputs));
   if (absl::Status s = AddForwardSample(p.layer, p.step, std::move(p.sample)); !s.ok()) {
     errors_.Record("add_forward", s.ToString());
   }

@@ -65,6 +65,12 @@ inline double Ms(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
+// A steady_clock time as the flight recorder's CLOCK_MONOTONIC nanoseconds (the same clock on
+// Linux).
+inline int64_t Ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 // With statistics off only the counts were computed: they go beside the (absent) statistics.
 inline void Attach(const TensorStats& stats, StatsMode mode, TensorInfo* info) {
   if (mode == StatsMode::kFull) {

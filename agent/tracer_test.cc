@@ -210,7 +210,9 @@ TEST_F(TracerTest, UndeclaredLayerCountsAHookError) {
   EXPECT_EQ(tracer_->BeginCall(99, false, {}), Tracer::kNoCall);
   EXPECT_EQ(tracer_->hook_errors(), 1);
   const TraceRecord r = tracer_->Snapshot();
-  const std::vector<std::pair<std::string, std::string>> want = {{"hook_errors", "1"}};
+  // The record always carries its forward passes (none yet).
+  const std::vector<std::pair<std::string, std::string>> want = {{"hook_errors", "1"},
+                                                                 {"forward_passes", "0"}};
   EXPECT_EQ(r.metadata.extra, want);
   tracer_->EndCall(Tracer::kNoCall, {});  // Ignored.
   tracer_->AbortCall(Tracer::kNoCall);

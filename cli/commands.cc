@@ -23,6 +23,9 @@
 #include "cli/live_view.h"
 #include "cli/ops_command.h"
 #include "cli/render.h"
+#if TRACETORCH_HAVE_REPORT
+#include "cli/report_command.h"
+#endif
 #include "cli/source.h"
 #include "cli/terminal.h"
 #include "cli/watch.h"
@@ -80,6 +83,7 @@ struct DiffArgs {
   std::string current;
   DiffThresholds thresholds;
   bool json = false;
+  std::string html;  // --html FILE.
 };
 
 // `diff --remote [ADDR]`: an option with an optional value, on the `diff` subcommand.
@@ -111,7 +115,7 @@ struct BaselineArgs {
         "Named reference traces kept by tracetorchd, for 'diff --remote baseline:NAME'");
     baseline->require_subcommand(1);
     const std::string remote_help =
-        "The daemon's TraceService socket or HOST:PORT (default: as for 'sessions')";
+        "The daemon: either of its sockets, or HOST:PORT (default: as for 'sessions')";
     set = baseline->add_subcommand(
         "set", "Store (or replace) a baseline from a session, another baseline or a trace file");
     set->add_option("name", request.name, "Baseline name: letters, digits, '.', '_', '-'")
@@ -208,7 +212,21 @@ int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env)
   absl::StatusOr<TraceRecord> current = Load(args.current, /*recompute=*/false, env);
   if (!current.ok()) return Fail(env, std::string(current.status().message()));
 
-  return ReportDiff(DiffRecords(*baseline, *current, args.thresholds), args.json, style, env);
+  const TraceDiff diff = DiffRecords(*baseline, *current, args.thresholds);
+  const int code = ReportDiff(diff, args.json, style, env);
+#if TRACETORCH_HAVE_REPORT
+  if (!args.html.empty()) {
+    const int written = WriteDiffHtml(args.html,
+                                      {.diff = &diff,
+                                       .baseline = {&*baseline, nullptr, args.baseline},
+                                       .current = {&*current, nullptr, args.current},
+                                       .thresholds = args.thresholds,
+                                       .exit_status = code},
+                                      env);
+    if (written != kExitOk) return written;
+  }
+#endif
+  return code;
 }
 
 // `diff --remote A B`: the option may have taken A as its address. Puts it back where it was
@@ -219,7 +237,8 @@ int RunDiffRemote(const DiffArgs& args, const RemoteDiffArgs& remote, CLI::App* 
                             .baseline = args.baseline,
                             .current = args.current,
                             .thresholds = args.thresholds,
-                            .json = args.json};
+                            .json = args.json,
+                            .html = args.html};
   if (request.current.empty()) {
     if (request.address.empty() || request.baseline.empty()) {
       return Fail(env,
@@ -364,6 +383,10 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   diff->add_option("--std-threshold", diff_args.thresholds.std,
                    "Relative change of output std to report (default 0.25)");
   diff->add_flag("--json", diff_args.json, "Print the diff as JSON");
+#if TRACETORCH_HAVE_REPORT
+  diff->add_option("--html", diff_args.html,
+                   "Also write the diff's HTML report (one self-contained file) to FILE");
+#endif
 
   WatchArgs watch_args;
   CLI::App* watch =
@@ -397,14 +420,19 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   OpsCommand ops_command(&app);
   GraphCommand graph_command(&app);
   AuditCommand audit_command(&app);
+#if TRACETORCH_HAVE_REPORT
+  ReportCommand report_command(&app);
+#endif
 
   SessionsRequest sessions_args;
   CLI::App* sessions =
       app.add_subcommand("sessions", "List the sessions tracetorchd knows (live and past)");
   sessions->add_option("--remote", sessions_args.remote,
-                       "The daemon's TraceService socket (default: tracetorchd-rpc.sock beside "
-                       "the agents' socket, $TRACETORCH_DAEMON; or $TRACETORCH_DAEMON_RPC); "
-                       "A,B,... lists the sessions of several daemons, with a DAEMON column");
+                       "The daemon: either of its sockets, or HOST:PORT (default: the agents' "
+                       "socket, $TRACETORCH_DAEMON, else $XDG_RUNTIME_DIR/tracetorch/"
+                       "tracetorchd.sock or /run/tracetorch/tracetorchd.sock; "
+                       "$TRACETORCH_DAEMON_RPC overrides); A,B,... lists the sessions of several "
+                       "daemons, with a DAEMON column");
   sessions->add_flag("--json", sessions_args.json, "Print the sessions as JSON");
 
   SnapshotRequest snapshot_args;
@@ -414,8 +442,28 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   snapshot->add_option("-o,--output", snapshot_args.output,
                        "Write the trace to FILE (atomically) instead of stdout");
   snapshot->add_option("--remote", snapshot_args.remote,
-                       "The daemon's TraceService socket (default as for 'sessions'); A,B,...: "
+                       "The daemon (default as for 'sessions'); A,B,...: "
                        "the daemon among them that has the session ('latest': over all)");
+
+  ForensicsRequest forensics_args;
+  CLI::App* forensics = app.add_subcommand(
+      "forensics",
+      "Where a daemon session's process was when it hung, crashed or went NaN, and what led "
+      "there (its forensic bundles); with --job, where each rank of a job is and which stopped "
+      "first");
+  forensics->add_option("session", forensics_args.session, "Session id, or 'latest' (default)");
+  forensics->add_option("--job", forensics_args.job_id,
+                        "The job's view instead: every rank, which stopped first, which saw a "
+                        "NaN first");
+  forensics->add_option("--remote", forensics_args.remote,
+                        "The daemon's TraceService socket (default as for 'sessions'); A,B,...: "
+                        "several daemons (a job across nodes)");
+  forensics->add_flag("--now", forensics_args.now,
+                      "Also take a bundle now from a live session's flight recorder");
+  forensics->add_flag("--json", forensics_args.json, "Print the bundles (or the job) as JSON");
+  forensics->add_option("--perfetto", forensics_args.perfetto,
+                        "Write the flight recorder's ring (every rank's, with --job) as a "
+                        "Perfetto/Chrome trace to FILE (ui.perfetto.dev, chrome://tracing)");
 
   try {
     app.parse(argc, argv);
@@ -445,13 +493,17 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   if (ops_command.parsed()) return ops_command.Run(style, env);
   if (graph_command.parsed()) return graph_command.Run(env);
   if (audit_command.parsed()) return audit_command.Run(env);
+#if TRACETORCH_HAVE_REPORT
+  if (report_command.parsed()) return report_command.Run(env, daemon);
+#endif
   if (watch->parsed()) return RunWatch(watch_args, style, env, daemon);
-  const bool for_daemon =
-      baseline_args.baseline->parsed() || sessions->parsed() || snapshot->parsed();
+  const bool for_daemon = baseline_args.baseline->parsed() || sessions->parsed() ||
+                          snapshot->parsed() || forensics->parsed();
   if (for_daemon && daemon == nullptr) return kNeedsDaemonClient;
   if (baseline_args.baseline->parsed()) return daemon->Baseline(baseline_args.Get(), env);
   if (sessions->parsed()) return daemon->Sessions(sessions_args, env);
   if (snapshot->parsed()) return daemon->Snapshot(snapshot_args, env);
+  if (forensics->parsed()) return daemon->Forensics(forensics_args, style, env);
 
   *env.err << app.help();
   return kExitUsage;

@@ -12,9 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "cli/filter.h"
 #include "cli/text.h"
 #include "trace/diff.h"
+#include "trace/record.h"
+#include "trace/step_history.h"
 
 namespace tracetorch::cli {
 
@@ -41,6 +44,18 @@ struct RemoteDiffRequest {
   std::string current;
   DiffThresholds thresholds;
   bool json = false;
+  std::string html;  // --html FILE: also write the diff's HTML report there (report/).
+};
+
+// A session's trace with its per-step history, for `report --remote` and `export --remote`.
+struct FetchRequest {
+  std::string remote;   // Empty: the default service address; A,B,...: the daemon that has it.
+  std::string session;  // An id, or "latest".
+};
+struct FetchedTrace {
+  TraceRecord record;
+  StepHistory history;
+  std::string description;  // "session 20260101T...-1".
 };
 
 // `baseline set NAME SOURCE | list [--json] | rm NAME`, each with [--remote ADDR].
@@ -64,6 +79,17 @@ struct RemoteWatchRequest {
   LayerFilter filter;
 };
 
+// `forensics [SESSION|latest] [--now] | --job JOB`, with [--remote ADDR|A,B,...] [--json]
+// [--perfetto FILE]: a session's forensic bundles, or a job's view over its ranks.
+struct ForensicsRequest {
+  std::string session;  // Empty: "latest" (without --job).
+  std::string job_id;   // Set: the job view.
+  std::string remote;   // Empty: the default service address.
+  bool json = false;
+  bool now = false;      // Also a bundle taken now from a live session's flight recorder.
+  std::string perfetto;  // Write the flight recorder's ring as a Chrome/Perfetto trace here.
+};
+
 // Runs the daemon subcommands. Each returns the exit code (commands.h) and prints what the command
 // prints, errors included, on env.out / env.err.
 class DaemonCommands {
@@ -77,6 +103,10 @@ class DaemonCommands {
   virtual int Baseline(const BaselineRequest& request, const CliEnvironment& env) const = 0;
   virtual int Watch(const RemoteWatchRequest& request, const Style& style,
                     const CliEnvironment& env) const = 0;
+  // Fetches without printing; the error's message is the one line to print.
+  virtual absl::StatusOr<FetchedTrace> Fetch(const FetchRequest& request) const = 0;
+  virtual int Forensics(const ForensicsRequest& request, const Style& style,
+                        const CliEnvironment& env) const = 0;
 };
 
 }  // namespace tracetorch::cli

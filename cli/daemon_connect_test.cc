@@ -1,5 +1,7 @@
 #include "cli/daemon_connect.h"
 
+#include <cstdlib>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -18,10 +20,21 @@ TEST(DescribeRemoteError, UnreachableDaemonNamesTheAddress) {
             "tracetorchd: unknown session 'x'");
 }
 
-TEST(DescribeRemoteError, NamesBothSocketsWhenGivenTheAgentsSocket) {
-  EXPECT_EQ(DescribeRemoteError(absl::UnavailableError("refused"), "/d/tracetorchd.sock"),
-            "cannot reach tracetorchd at /d/tracetorchd-rpc.sock (the service socket beside the "
-            "agents' socket /d/tracetorchd.sock): refused (is the daemon running? see --remote)");
+TEST(DescribeRemoteError, TheDefaultAddressSaysWhereItCameFromAndHowToNameAnother) {
+  unsetenv("TRACETORCH_DAEMON_RPC");
+  unsetenv("TRACETORCH_DAEMON");
+  unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(
+      DescribeRemoteError(absl::UnavailableError("refused"), "/run/tracetorch/tracetorchd.sock"),
+      "cannot reach tracetorchd at /run/tracetorch/tracetorchd.sock (the system default: no "
+      "--remote, TRACETORCH_DAEMON and XDG_RUNTIME_DIR unset): refused; is tracetorchd "
+      "running there? Name its socket with --remote SOCKET or TRACETORCH_DAEMON=SOCKET");
+  setenv("TRACETORCH_DAEMON", "/tmp/tt/tracetorchd.sock", 1);
+  EXPECT_EQ(DescribeRemoteError(absl::UnavailableError("refused"), "/tmp/tt/tracetorchd.sock"),
+            "cannot reach tracetorchd at /tmp/tt/tracetorchd.sock (from $TRACETORCH_DAEMON): "
+            "refused; is tracetorchd running there? Name its socket with --remote SOCKET or "
+            "TRACETORCH_DAEMON=SOCKET");
+  unsetenv("TRACETORCH_DAEMON");
 }
 
 TEST(ConnectToDaemon, AnEmptyAddressIsInvalid) {

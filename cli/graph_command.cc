@@ -36,20 +36,13 @@ int GraphCommand::Run(const CliEnvironment& env) const {
   absl::StatusOr<draw::Direction> direction = draw::ParseDirection(direction_);
   if (!direction.ok()) return Fail(env, absl::StrCat("--", direction.status().message()));
   options.direction = *direction;
-  if (!format_.empty()) {
-    absl::StatusOr<draw::DrawFormat> format = draw::ParseDrawFormat(format_);
-    if (!format.ok()) return Fail(env, absl::StrCat("--", format.status().message()));
-    options.format = *format;
-  } else if (!output_.empty()) {
-    absl::StatusOr<draw::DrawFormat> format = draw::DrawFormatForPath(output_);
-    if (!format.ok()) {
-      return Fail(env, absl::StrCat(format.status().message(), "; give --format"));
-    }
-    options.format = *format;
+  absl::StatusOr<draw::DrawFormat> format = draw::ResolveDrawFormat(format_, output_);
+  if (!format.ok()) {
+    return Fail(env, format_.empty() ? absl::StrCat(format.status().message(), " (--format)")
+                                     : absl::StrCat("--", format.status().message()));
   }
-  const bool binary =
-      options.format == draw::DrawFormat::kPng || options.format == draw::DrawFormat::kPdf;
-  if (binary && output_.empty()) {
+  options.format = *format;
+  if (draw::IsBinaryFormat(options.format) && output_.empty()) {
     return Fail(env, "png and pdf pictures are binary: write them to a file with -o");
   }
   absl::StatusOr<OpGraph> graph = ReadOpGraphFile(file_);

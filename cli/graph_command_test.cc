@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/test_util.h"
 #include "draw/testing/net_graph.h"
@@ -35,12 +37,24 @@ TEST(GraphCommand, WritesTheFormatTheExtensionAsksFor) {
   EXPECT_THAT(*text, HasSubstr("<svg"));
   EXPECT_THAT(*text, HasSubstr("add_1_5"));
 
-  const std::string png = ::testing::TempDir() + "/graph_command_test.png";
-  r = RunCli({"graph", WriteNet(), "-o", png, "--collapse", "max", "--direction", "LR"});
-  ASSERT_EQ(r.code, kExitOk) << r.err;
-  text = ReadFileToString(png);
-  ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_THAT(*text, StartsWith("\x89PNG"));
+  // Each format's magic bytes, as `file` reads them; --format wins over the extension.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-o", ::testing::TempDir() + "/graph_command_test.svg"}, "<?xml"},
+      {{"-o", ::testing::TempDir() + "/graph_command_test.png"}, "\x89PNG\r\n\x1a\n"},
+      {{"-o", ::testing::TempDir() + "/graph_command_test.pdf"}, "%PDF-"},
+      {{"-o", ::testing::TempDir() + "/graph_command_test.dot"}, "digraph "},
+      {{"-o", ::testing::TempDir() + "/graph_command_test.gv"}, "digraph "},
+      {{"-o", ::testing::TempDir() + "/graph_command_svg.png", "--format", "svg"}, "<?xml"},
+  };
+  for (const auto& [args, magic] : cases) {
+    std::vector<std::string> argv = {"graph", WriteNet(), "--collapse", "max", "--direction", "LR"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    r = RunCli(argv);
+    ASSERT_EQ(r.code, kExitOk) << r.err;
+    text = ReadFileToString(args[1]);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_THAT(*text, StartsWith(magic)) << args[1];
+  }
 }
 
 TEST(GraphCommand, PrintsDotWithTheOptionsApplied) {

@@ -39,7 +39,7 @@ void WriteSession(const v1::SessionInfo& s, SessionFields fields, JsonWriter& w,
   w.PlainKey("session_id");
   w.String(s.session_id());
   w.PlainKey("state");
-  w.String(SessionStateName(s.state()));
+  w.String(SessionStateName(s));
   w.PlainKey("pid");
   w.Int(id.pid());
   w.PlainKey("host");
@@ -70,6 +70,40 @@ void WriteSession(const v1::SessionInfo& s, SessionFields fields, JsonWriter& w,
   w.UInt(s.dropped_events());
   w.PlainKey("rejected_events");
   w.UInt(s.rejected_events());
+  if (s.has_flight()) {
+    const v1::FlightStatus& f = s.flight();
+    w.PlainKey("flight");
+    w.BeginObject();
+    w.PlainKey("recorder");
+    w.Bool(f.recorder());
+    w.PlainKey("position");
+    w.String(f.position());
+    w.PlainKey("step");
+    w.UInt(f.step());
+    w.PlainKey("phase");
+    w.String(f.phase());
+    w.PlainKey("layer");
+    w.String(f.layer());
+    w.PlainKey("moved_unix_ns");
+    w.Int(f.moved_unix_ns());
+    w.PlainKey("stalled");
+    w.Bool(f.stalled());
+    w.PlainKey("stalled_since_unix_ns");
+    w.Int(f.stalled_since_unix_ns());
+    w.PlainKey("stall_threshold_s");
+    w.Double(f.stall_threshold_s());
+    w.PlainKey("stalls");
+    w.UInt(f.stalls());
+    w.PlainKey("exit");
+    if (f.has_exit()) {
+      w.String(f.exit().description());
+    } else {
+      w.Null();
+    }
+    w.PlainKey("bundles");
+    w.UInt(f.bundles());
+    w.EndObject();
+  }
   w.EndObject();
 }
 

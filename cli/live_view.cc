@@ -159,7 +159,9 @@ std::string LayerValues(const LayerTrace& layer, const LayerSeries* series,
   std::string out = absl::StrJoin(cells, "  ");
   absl::StrAppend(&out, " ", SeverityMark(worst, style));
   if (layer.has_nan) absl::StrAppend(&out, " ", Paint("NaN out", Color::kRed, style));
-  if (layer.has_inf) absl::StrAppend(&out, " ", Paint("Inf out", Color::kRed, style));
+  if (layer.has_inf && !layer.inf_in_masks_only) {
+    absl::StrAppend(&out, " ", Paint("Inf out", Color::kRed, style));
+  }
   if (layer.grad_has_nan) absl::StrAppend(&out, " ", Paint("NaN grad", Color::kRed, style));
   return out;
 }
@@ -230,10 +232,40 @@ std::string DetailString(const Anomaly& anomaly, std::string_view key) {
 std::string RankLine(const RankView& rank, const Style& style) {
   const SessionSummary& s = rank.session;
   std::string state = s.state;
-  if (state == "aborted") state = Paint(state, Color::kRed, style);
+  if (state == "aborted" || state == "stalled") state = Paint(state, Color::kRed, style);
   return absl::StrCat("rank ", rank.rank, ": ", Sanitize(s.session_id), Dot(style), "pid ", s.pid,
                       s.host.empty() ? "" : absl::StrCat(" on ", Sanitize(s.host)), Dot(style),
-                      state, Dot(style), CountersText(s, style));
+                      state, Dot(style), CountersText(s, style),
+                      s.position.empty() ? "" : absl::StrCat(Dot(style), Sanitize(s.position)));
+}
+
+// The text of a JSON string literal (a metadata extra's value); the text as it is when it is not
+// one.
+std::string JsonStringText(std::string_view json) {
+  if (json.size() < 2 || json.front() != '"' || json.back() != '"') return std::string(json);
+  std::string out;
+  for (size_t i = 1; i + 1 < json.size(); ++i) {
+    if (json[i] != '\\' || i + 2 >= json.size()) {
+      out.push_back(json[i]);
+      continue;
+    }
+    const char c = json[++i];
+    switch (c) {
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'u':
+        out.push_back('?');  // Sanitize()d anyway; names are ASCII in practice.
+        i += 4;
+        break;
+      default:
+        out.push_back(c);  // \" \\ \/
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -327,6 +359,19 @@ std::string RenderLiveBody(const TraceRecord& record, const LayerHistoryMap* his
             Color::kRed, style),
         "\n");
   }
+  // Where the process is (a watch file of an agent with a flight recorder): "flight_position".
+  if (const std::string* where = record.metadata.FindExtra("flight_position"); where != nullptr) {
+    const std::string* stalled = record.metadata.FindExtra("flight_stalled");
+    const std::string* age = record.metadata.FindExtra("flight_position_age_s");
+    const bool stuck = stalled != nullptr && *stalled == "true";
+    absl::StrAppend(
+        &out,
+        Paint(absl::StrCat(
+                  stuck ? "STALLED at " : "at ", Sanitize(JsonStringText(*where)),
+                  stuck && age != nullptr ? absl::StrCat(", for ", Sanitize(*age), " s") : ""),
+              stuck ? Color::kRed : Color::kDim, style),
+        "\n");
+  }
   TraceRecord ordered;
   ordered.metadata.nan_origin = record.metadata.nan_origin;
   ordered.warnings = view.warnings;
@@ -357,6 +402,14 @@ std::string RenderLiveFrame(const LiveFrame& frame, const LiveViewOptions& optio
   }
   std::string out =
       absl::StrCat(Paint(title, Color::kBold, style), "\n", StatusText(frame.status, style), "\n");
+  if (frame.session.has_value() && !frame.session->position.empty()) {
+    const bool stalled = frame.session->state == "stalled";
+    absl::StrAppend(
+        &out,
+        Paint(absl::StrCat(stalled ? "STALLED at " : "at ", Sanitize(frame.session->position)),
+              stalled ? Color::kRed : Color::kDim, style),
+        "\n");
+  }
   std::string counters;
   if (frame.session.has_value()) {
     counters = absl::StrCat(CountersText(*frame.session, style), Dot(style));

@@ -53,6 +53,7 @@ struct SessionSummary {
   std::string host;
   std::optional<int> rank;
   std::string job_id;
+  std::string position;  // FlightText (session_labels.h): where the process is; empty: unknown.
 };
 
 // The connection status line of a remote watch.

@@ -216,7 +216,8 @@ TEST(RenderLiveFrame, StatusCountersAndWidth) {
                                  .pid = 42,
                                  .host = "box",
                                  .rank = std::nullopt,
-                                 .job_id = ""};
+                                 .job_id = "",
+                                 .position = ""};
   frame.updates = 3;
   frame.record = &record;
   const std::string text = RenderLiveFrame(frame, LiveViewOptions{});

@@ -11,7 +11,6 @@
 #include "absl/synchronization/notification.h"
 #include "cli/remote_watch.h"
 #include "guest/backoff.h"
-#include "protocol/address.h"
 #include "protocol/job_divergence.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
@@ -298,8 +297,7 @@ absl::Status RunMultiJobWatchCommand(MultiJobWatchOptions options, std::ostream*
   std::vector<std::unique_ptr<service_client::TraceServiceClient>> clients;
   for (const std::string& address : options.addresses) {
     absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> client =
-        service_client::TraceServiceClient::Create(protocol::ServiceAddressFor(address),
-                                                   *client_options);
+        service_client::TraceServiceClient::Create(address, *client_options);
     if (!client.ok()) {
       return absl::Status(client.status().code(),
                           absl::StrCat(address, ": ", client.status().message()));

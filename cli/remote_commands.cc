@@ -18,6 +18,7 @@
 #include "cli/command_io.h"
 #include "cli/daemon_connect.h"
 #include "cli/fleet_sessions.h"
+#include "cli/forensics_command.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/multi_job_watch.h"
@@ -49,20 +50,25 @@ std::string SessionsToText(const v1::ListSessionsResponse& list,
     return daemons.empty() ? std::string()
                            : absl::StrFormat("%-*s ", static_cast<int>(daemon_width), name);
   };
-  std::string out =
-      absl::StrCat(daemon_column("DAEMON"),
-                   absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s\n", "SESSION", "STATE",
-                                   "PID", "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED"));
+  const int64_t now = absl::GetCurrentTimeNanos();
+  std::string out = absl::StrCat(
+      daemon_column("DAEMON"),
+      absl::StrFormat("%-44s %-9s %8s %5s %-20s %-20s %10s %8s  %s\n", "SESSION", "STATE", "PID",
+                      "RANK", "MODEL", "STARTED", "EVENTS", "DROPPED", "WHERE"));
   for (int i = 0; i < list.sessions_size(); ++i) {
     const v1::SessionInfo& s = list.sessions(i);
     const v1::ProcessIdentity& id = s.identity();
     const size_t at = static_cast<size_t>(i);
+    // Where the process is (live), or how it ended (aborted): its flight recorder's view.
+    const std::string where =
+        s.state() == v1::SESSION_STATE_FINISHED ? "" : Sanitize(FlightText(s, now));
     absl::StrAppend(&out, daemon_column(at < daemons.size() ? Sanitize(daemons[at]) : ""));
-    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d\n",
-                          Sanitize(s.session_id()), SessionStateName(s.state()), id.pid(),
+    absl::StrAppendFormat(&out, "%-44s %-9s %8d %5s %-20s %-20s %10d %8d  %s\n",
+                          Sanitize(s.session_id()), SessionStateName(s), id.pid(),
                           id.has_rank() ? absl::StrCat(id.rank()) : std::string("-"),
                           id.model_name().empty() ? std::string("-") : Sanitize(id.model_name()),
-                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events());
+                          FormatUnixTime(s.started_unix_ns()), s.events(), s.dropped_events(),
+                          where.empty() ? "-" : where);
   }
   return out;
 }
@@ -106,29 +112,44 @@ int GrpcDaemonCommands::Sessions(const SessionsRequest& request, const CliEnviro
   return kExitOk;
 }
 
-int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const {
-  std::string address = ServiceAddress(request.remote);
-  if (request.session.empty()) return Fail(env, "SESSION must not be empty (an id or 'latest')");
+namespace {
+
+// The session's snapshot from the daemon at `remote` (several: the one that lists it). The error's
+// message is the line to print.
+absl::StatusOr<v1::Snapshot> GetSessionSnapshot(const std::string& remote,
+                                                const std::string& requested) {
+  std::string address = ServiceAddress(remote);
+  if (requested.empty()) {
+    return absl::InvalidArgumentError("SESSION must not be empty (an id or 'latest')");
+  }
   // Several daemons: the one that lists the session is asked for it.
-  std::string session = request.session;
+  std::string session = requested;
   if (std::vector<std::string> addresses = SplitRemoteAddresses(address); addresses.size() > 1) {
     absl::StatusOr<SessionLocation> where = FindSessionOnDaemons(
-        ListSessionsOnDaemons(addresses, absl::Seconds(5), ConnectToDaemon), request.session);
-    if (!where.ok()) return Fail(env, std::string(where.status().message()));
+        ListSessionsOnDaemons(addresses, absl::Seconds(5), ConnectToDaemon), requested);
+    if (!where.ok()) return where.status();
     address = where->address;
     session = where->session_id;
   }
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> rpc =
       ConnectToDaemon(address, absl::Seconds(5));
-  if (!rpc.ok()) return Fail(env, std::string(rpc.status().message()));
+  if (!rpc.ok()) return rpc.status();
   absl::StatusOr<v1::Snapshot> snapshot = (*rpc)->GetSnapshot(session);
   if (!snapshot.ok()) {
     if (snapshot.status().code() == absl::StatusCode::kNotFound) {
-      return Fail(
-          env, absl::StrCat("unknown session '", request.session, "' (see 'tracetorch sessions')"));
+      return absl::NotFoundError(
+          absl::StrCat("unknown session '", requested, "' (see 'tracetorch sessions')"));
     }
-    return Fail(env, DescribeRemoteError(snapshot.status(), address));
+    return absl::Status(snapshot.status().code(), DescribeRemoteError(snapshot.status(), address));
   }
+  return snapshot;
+}
+
+}  // namespace
+
+int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const {
+  absl::StatusOr<v1::Snapshot> snapshot = GetSessionSnapshot(request.remote, request.session);
+  if (!snapshot.ok()) return Fail(env, std::string(snapshot.status().message()));
   const TraceRecord record = FromProto(snapshot->record());
   if (request.output.empty()) {
     PrintLine(TraceToJson(record), env);
@@ -138,6 +159,16 @@ int GrpcDaemonCommands::Snapshot(const SnapshotRequest& request, const CliEnviro
     return Fail(env, absl::StrCat(request.output, ": ", s.message()));
   }
   return kExitOk;
+}
+
+absl::StatusOr<FetchedTrace> GrpcDaemonCommands::Fetch(const FetchRequest& request) const {
+  absl::StatusOr<v1::Snapshot> snapshot = GetSessionSnapshot(request.remote, request.session);
+  if (!snapshot.ok()) return snapshot.status();
+  FetchedTrace out;
+  out.record = FromProto(snapshot->record());
+  out.history = StepHistoryFromProto(snapshot->history());
+  out.description = absl::StrCat("session ", snapshot->session().session_id());
+  return out;
 }
 
 int GrpcDaemonCommands::Diff(const RemoteDiffRequest& request, const Style& style,
@@ -197,6 +228,11 @@ int GrpcDaemonCommands::Watch(const RemoteWatchRequest& request, const Style& st
   absl::Status s = RunRemoteWatchCommand(*target, std::move(options), env.out, wait);
   if (!s.ok()) return Fail(env, std::string(s.message()));
   return kExitOk;
+}
+
+int GrpcDaemonCommands::Forensics(const ForensicsRequest& request, const Style& style,
+                                  const CliEnvironment& env) const {
+  return RunForensics(request, style, env);
 }
 
 int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env) {

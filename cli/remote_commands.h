@@ -23,6 +23,9 @@ class GrpcDaemonCommands final : public DaemonCommands {
   int Baseline(const BaselineRequest& request, const CliEnvironment& env) const override;
   int Watch(const RemoteWatchRequest& request, const Style& style,
             const CliEnvironment& env) const override;
+  absl::StatusOr<FetchedTrace> Fetch(const FetchRequest& request) const override;
+  int Forensics(const ForensicsRequest& request, const Style& style,
+                const CliEnvironment& env) const override;
 };
 
 // Runs `tracetorch` with argv[0..argc) (RunTracetorchCommand with GrpcDaemonCommands) and returns

@@ -19,6 +19,7 @@
 #include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/render.h"
+#include "cli/report_command.h"
 #include "cli/source.h"
 #include "protocol/address.h"
 #include "protocol/record_proto.h"
@@ -155,12 +156,30 @@ int RunRemoteDiff(const RemoteDiffRequest& request, const Style& style, const Cl
   diff_request.set_latency_threshold(request.thresholds.latency);
   diff_request.set_grad_norm_threshold(request.thresholds.grad_norm);
   diff_request.set_std_threshold(request.thresholds.std);
+  diff_request.set_include_operands(!request.html.empty());
   absl::StatusOr<v1::DiffResponse> response = (*rpc)->Diff(diff_request);
   if (!response.ok()) {
     return Fail(env, DescribeError(response.status(), address,
                                    {{"baseline", &*base_op}, {"current", &*cur_op}}));
   }
-  return ReportDiff(FromProto(response->diff()), request.json, style, env);
+  const TraceDiff diff = FromProto(response->diff());
+  const int code = ReportDiff(diff, request.json, style, env);
+  if (request.html.empty()) return code;
+  // The sides as the daemon resolved them, with their per-step histories (sessions, baselines
+  // made from sessions).
+  const TraceRecord base = FromProto(response->baseline().record());
+  const TraceRecord cur = FromProto(response->current().record());
+  const StepHistory base_history = StepHistoryFromProto(response->baseline().history());
+  const StepHistory cur_history = StepHistoryFromProto(response->current().history());
+  const int written =
+      WriteDiffHtml(request.html,
+                    {.diff = &diff,
+                     .baseline = {&base, &base_history, response->baseline_description()},
+                     .current = {&cur, &cur_history, response->current_description()},
+                     .thresholds = request.thresholds,
+                     .exit_status = code},
+                    env);
+  return written != kExitOk ? written : code;
 }
 
 // ---- baseline set|list|rm ----------------------------------------------------------------------

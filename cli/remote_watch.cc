@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "cli/daemon_connect.h"
 #include "cli/json_output.h"
 #include "cli/labels.h"
 #include "cli/session_labels.h"
 #include "guest/backoff.h"
-#include "protocol/address.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
 
@@ -33,7 +33,8 @@ bool IsFatalWatchError(absl::StatusCode code) {
 SessionSummary SummaryFromProto(const v1::SessionInfo& info) {
   SessionSummary s;
   s.session_id = info.session_id();
-  s.state = SessionStateName(info.state());
+  s.state = SessionStateName(info);
+  s.position = FlightText(info, absl::GetCurrentTimeNanos());
   s.events = info.events();
   s.dropped_events = info.dropped_events();
   s.rejected_events = info.rejected_events();
@@ -325,14 +326,11 @@ absl::Status RemoteWatcher::Watch() {
                                      ? absl::StrCat("session '", options_.session, "'")
                                      : absl::StrCat("job '", options_.job_id, "'");
         if (error.code() == absl::StatusCode::kNotFound) {
-          return absl::NotFoundError(absl::StrCat(
-              "unknown ", what, " on tracetorchd at ",
-              protocol::DescribeServiceAddress(options_.address), " (see 'tracetorch sessions')"));
+          return absl::NotFoundError(absl::StrCat("unknown ", what, " on tracetorchd at ",
+                                                  options_.address,
+                                                  " (see 'tracetorch sessions')"));
         }
-        return absl::Status(
-            error.code(), absl::StrCat("cannot reach tracetorchd at ",
-                                       protocol::DescribeServiceAddress(options_.address), ": ",
-                                       error.message(), " (is the daemon running? see --remote)"));
+        return absl::Status(error.code(), CannotReachDaemon(options_.address, error.message()));
       }
     } else if (got_update) {
       // A new outage: keep the last state on screen and say so (once; the shutdown update may
@@ -414,8 +412,7 @@ absl::Status RunRemoteWatchCommand(const RemoteWatchTarget& target, RemoteWatchO
       service_client::ServiceClientOptionsFromEnv();
   if (!client_options.ok()) return client_options.status();
   absl::StatusOr<std::unique_ptr<service_client::TraceServiceClient>> client =
-      service_client::TraceServiceClient::Create(protocol::ServiceAddressFor(target.address),
-                                                 *client_options);
+      service_client::TraceServiceClient::Create(target.address, *client_options);
   if (!client.ok()) return client.status();
   options.address = target.address;
   options.session = target.session;

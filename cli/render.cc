@@ -14,6 +14,7 @@
 #include "cli/labels.h"
 #include "cli/tree.h"
 #include "trace/format.h"
+#include "trace/forward_passes.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
 
@@ -84,7 +85,11 @@ std::string LayerLine(const LayerTrace& layer, std::string_view display_name,
     parts.push_back(absl::StrCat("grad_norm: ", FormatFixed(*layer.grad_norm, 4)));
   }
   if (layer.has_nan) parts.push_back(Paint("NaN in output", Color::kRed, style));
-  if (layer.has_inf) parts.push_back(Paint("Inf in output", Color::kRed, style));
+  // A mask's -inf is no trouble (trace/nonfinite.h): said, not painted.
+  if (layer.has_inf) {
+    parts.push_back(layer.inf_in_masks_only ? std::string("-inf masks in output")
+                                            : Paint("Inf in output", Color::kRed, style));
+  }
   if (layer.grad_has_nan) parts.push_back(Paint("NaN in gradient", Color::kRed, style));
   if (layer.outputs.empty()) parts.push_back("Output: none");
   for (const TensorInfo& output : layer.outputs) {
@@ -119,12 +124,6 @@ void AppendTree(const std::vector<LayerTreeNode>& nodes, const std::string& pref
   }
 }
 
-int64_t MaxForwardCount(const TraceRecord& record) {
-  int64_t passes = 0;
-  for (const LayerTrace& layer : record.layers) passes = std::max(passes, layer.forward_count);
-  return passes;
-}
-
 }  // namespace
 
 std::string RenderModelPanel(const TraceRecord& record, const Style& style,
@@ -141,7 +140,7 @@ std::string RenderModelPanel(const TraceRecord& record, const Style& style,
   std::string layers = absl::StrCat(record.layers.size());
   if (shown_layers.has_value()) absl::StrAppend(&layers, " (", *shown_layers, " shown)");
   panel.rows.emplace_back("Layers", std::move(layers));
-  panel.rows.emplace_back("Forward passes", absl::StrCat(MaxForwardCount(record)));
+  panel.rows.emplace_back("Forward passes", absl::StrCat(ForwardPasses(record)));
   panel.rows.emplace_back("Parameters", FormatCount(params));
   panel.rows.emplace_back("Execution Time",
                           meta.total_time_ms.has_value() ? FormatMs(*meta.total_time_ms) : "n/a");
@@ -149,7 +148,8 @@ std::string RenderModelPanel(const TraceRecord& record, const Style& style,
     const NanOrigin& origin = *meta.nan_origin;
     panel.rows.emplace_back("NaN origin",
                             absl::StrCat(Sanitize(origin.layer), " at step ", origin.step, " (",
-                                         origin.is_nan ? "NaN" : "Inf", ")"));
+                                         origin.is_nan ? "NaN" : "Inf",
+                                         origin.backward ? ", in the backward" : "", ")"));
     if (!origin.op.empty()) {
       panel.rows.emplace_back("NaN origin op",
                               absl::StrCat(Sanitize(origin.op), " (", Sanitize(origin.op_func),
@@ -212,8 +212,14 @@ std::string RenderNanOriginOp(const TraceRecord& record, const Style& style) {
   }
   const std::string step = graph->step ? absl::StrCat(" at step ", *graph->step) : "";
   if (!graph->nan_origin) {
+    const bool backward =
+        record.metadata.nan_origin.has_value() && record.metadata.nan_origin->backward;
     return absl::StrCat("NaN origin op: none in the op graph kept", step, " (", graph->ops.size(),
-                        " ops): the non-finite value entered with an input\n");
+                        " ops): ",
+                        backward ? "the NaN was born in the backward, and no op of its layer held "
+                                   "a non-finite value in the forward"
+                                 : "the non-finite value entered with an input",
+                        "\n");
   }
   const OpNode& origin = graph->ops[*graph->nan_origin];
   Table table;

@@ -15,6 +15,13 @@ namespace tracetorch::cli {
 // "live", "finished" or "aborted"; "unknown" for anything else (SESSION_STATE_UNSPECIFIED, a state
 // added to the protocol after this build).
 std::string SessionStateName(v1::SessionState state);
+// The same for a session, "stalled" for a live one whose flight status says so.
+std::string SessionStateName(const v1::SessionInfo& info);
+
+// Where the session's process is, from its flight recorder: "step 12, backward, in encoder.l5",
+// with ", for 43 s" (since it last moved, as of `now_unix_ns`) while stalled; the exit of an
+// aborted session ("killed by SIGSEGV") after it. Empty without a flight status.
+std::string FlightText(const v1::SessionInfo& info, int64_t now_unix_ns);
 
 }  // namespace tracetorch::cli
 

@@ -1,12 +1,16 @@
 #include "client/daemon_client.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -48,15 +52,17 @@ constexpr size_t kLayersPerTableFrame = 4096;
 
 class DaemonClient::Impl {
  public:
-  Impl(DaemonClientOptions options, std::string socket_path)
+  Impl(DaemonClientOptions options, std::string socket_path, int flight_fd)
       : options_(std::move(options)),
         socket_path_(std::move(socket_path)),
+        flight_fd_(flight_fd),
         queue_(options_.queue_capacity, options_.max_frame_bytes, options_.max_batch_events),
         replay_(options_.replay_capacity, options_.replay_max_bytes) {}
 
   ~Impl() {
     if (thread_.joinable()) thread_.join();
     CloseSocket();
+    if (flight_fd_ >= 0) close(flight_fd_);
   }
 
   absl::Status Start() {
@@ -205,7 +211,15 @@ class DaemonClient::Impl {
       deadline = close_deadline_;
     }
     if (closing && (absl::Now() >= deadline || abort_io_.load(std::memory_order_relaxed))) {
-      FinishClose(/*end_sent=*/false);
+      // Out of time. A connection that is up still gets the End, in one short write, with what
+      // was not sent counted as dropped: the process ended, and its session says so (finished,
+      // not aborted as if it had crashed).
+      bool end_sent = false;
+      if (socket_.has_value() && !abort_io_.load(std::memory_order_relaxed)) {
+        DropQueued();
+        end_sent = SendEnd(absl::Now() + kPollSlice);
+      }
+      FinishClose(end_sent);
       return false;
     }
 
@@ -279,7 +293,9 @@ class DaemonClient::Impl {
         empty = queue_.size() == 0 && layers_sent_ == layers_.size();
       }
       if (empty && socket_.has_value()) {
-        FinishClose(/*end_sent=*/SendEnd(deadline));
+        const bool end_sent = SendEnd(deadline);
+        if (end_sent) AwaitDurable(deadline);
+        FinishClose(end_sent);
         return false;
       }
     }
@@ -367,14 +383,39 @@ class DaemonClient::Impl {
     return true;
   }
 
-  // Drops whatever is still queued (counted) and records Close()'s result.
-  void FinishClose(bool end_sent) {
+  // After the End: reads the daemon's replies until every frame held is acknowledged (the daemon
+  // answers the End with its final snapshot's Durable), the daemon closes the connection without
+  // that (it could not write the snapshot), or `deadline`.
+  void AwaitDurable(absl::Time deadline) {
+    while (socket_.has_value() && !replay_.empty()) {
+      ReadIncoming();
+      if (replay_.empty() || !socket_.has_value() || !socket_->WaitReadable(deadline)) break;
+    }
+  }
+
+  // Counts what is still queued as dropped: Close() gave up on it.
+  void DropQueued() {
     absl::MutexLock lock(&mu_);
     const uint64_t left = queue_.Clear();
     stats_.dropped_events += left;
     finished_ += left;
-    if (end_sent) {
+    dropped_at_close_ += left;
+  }
+
+  // Drops whatever is still queued (counted), counts what the daemon did not confirm durable, and
+  // records Close()'s result.
+  void FinishClose(bool end_sent) {
+    DropQueued();
+    absl::MutexLock lock(&mu_);
+    const uint64_t left = dropped_at_close_;
+    stats_.not_durable_events = replay_.events();
+    stats_.replay_held_events = replay_.events();
+    if (end_sent && left == 0 && replay_.empty()) {
       close_status_ = absl::OkStatus();
+    } else if (end_sent && left == 0) {
+      close_status_ = absl::DeadlineExceededError(absl::StrCat(
+          "tracetorchd at ", socket_path_, " took the session's end but did not confirm its last ",
+          replay_.events(), " events durable (they are lost if it stops before writing them)"));
     } else {
       close_status_ = absl::DeadlineExceededError(
           absl::StrCat("tracetorchd at ", socket_path_, " did not take the session's end in time; ",
@@ -407,13 +448,17 @@ class DaemonClient::Impl {
     }
     hello.identity = &options_.identity;
     hello.resume_session_id = resume;
+    if (flight_fd_ >= 0) {
+      hello.flight_layout_version = options_.flight_layout_version;
+      hello.flight_region_bytes = options_.flight_region_bytes;
+    }
     out_.clear();
     wire::AppendHelloFrame(hello, &out_);
     for (size_t i = 0; i < layers.size(); i += kLayersPerTableFrame) {
       const size_t n = std::min(kLayersPerTableFrame, layers.size() - i);
       wire::AppendLayerTableFrame(absl::MakeConstSpan(layers).subspan(i, n), &out_);
     }
-    absl::Status s = socket_->WriteAll(out_, deadline);
+    absl::Status s = socket_->WriteAllPassingFd(out_, flight_fd_, deadline);
     if (s.ok()) s = AwaitWelcome(deadline);
     if (s.ok()) s = Resend(deadline);
     if (!s.ok()) {
@@ -553,7 +598,8 @@ class DaemonClient::Impl {
 
   const DaemonClientOptions options_;
   const std::string socket_path_;
-  EventQueue queue_;  // The events; its own lock (event_queue.h says why).
+  const int flight_fd_;  // Our duplicate of the flight recorder's memfd; -1: none.
+  EventQueue queue_;     // The events; its own lock (event_queue.h says why).
 
   // Owned by the sender thread only.
   std::optional<FrameSocket> socket_;  // The connection, when there is one.
@@ -583,6 +629,7 @@ class DaemonClient::Impl {
   uint64_t hook_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t finished_ ABSL_GUARDED_BY(mu_) = 0;  // Events written or dropped, ever.
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t dropped_at_close_ ABSL_GUARDED_BY(mu_) = 0;  // Still queued when Close gave up.
   absl::Time close_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
@@ -605,7 +652,16 @@ absl::StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Create(DaemonClientO
   if (options.max_frame_bytes < 1024) {
     return absl::InvalidArgumentError("max_frame_bytes must be at least 1024");
   }
-  auto impl = std::make_unique<Impl>(std::move(options), *std::move(path));
+  int flight_fd = -1;
+  if (options.flight_recorder_fd >= 0) {
+    flight_fd = fcntl(options.flight_recorder_fd, F_DUPFD_CLOEXEC, 0);
+    if (flight_fd < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot duplicate the flight recorder's descriptor ",
+                       options.flight_recorder_fd, ": ", std::strerror(errno)));
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), *std::move(path), flight_fd);
   if (absl::Status s = impl->Start(); !s.ok()) return s;
   return std::unique_ptr<DaemonClient>(new DaemonClient(std::move(impl)));
 }

@@ -21,11 +21,13 @@
 // Enqueue*. With replay_capacity 0, or a daemon that acknowledges nothing (an older tracetorchd),
 // nothing is re-sent and the daemon counts what it did not take as dropped, as before.
 //
-// Close() flushes with a bounded wait and sends End; it never hangs longer than its `wait` plus
-// about two poll slices (~100 ms): after `wait` plus one slice it aborts the write in progress,
-// which notices within a slice (client/frame_socket.h does the socket I/O). Close does not wait
-// for a last acknowledgement: a daemon killed between the End and its final snapshot loses the
-// tail of the session.
+// Close() flushes with a bounded wait, sends End, and waits (within the same bound) for the
+// daemon to acknowledge the session's final snapshot, which it writes on End: so a daemon killed
+// between the End and that snapshot cannot lose the session's tail unseen. It never hangs longer
+// than its `wait` plus about two poll slices (~100 ms): after `wait` plus one slice it aborts the
+// write in progress, which notices within a slice (client/frame_socket.h does the socket I/O).
+// What was sent and not acknowledged durable when Close returns is counted
+// (stats().not_durable_events) and makes Close return DeadlineExceeded.
 //
 // Fork: after fork() the child's copy is inert. Every method returns at once (Enqueue* return
 // false, Close returns FailedPrecondition) without touching the parent's socket, thread or mutex
@@ -81,6 +83,12 @@ struct DaemonClientOptions {
   // the oldest go first. 0 events: nothing is kept or re-sent.
   size_t replay_capacity = 1 << 16;
   size_t replay_max_bytes = 32 << 20;
+  // The flight recorder's memfd (flight/layout.h), or -1 for none. Create() takes its own
+  // duplicate (the caller keeps and closes its descriptor) and attaches it to every Hello
+  // (SCM_RIGHTS), with Hello.flight_recorder saying so, so that a restarted daemon gets it again.
+  int flight_recorder_fd = -1;
+  uint32_t flight_layout_version = 0;
+  uint64_t flight_region_bytes = 0;
   // Where the client reports a daemon refusing the session (the live-session limits, another
   // uid's session, a protocol version it does not speak): one line per kind of refusal (status
   // code) for the client's lifetime, whatever the retries; each refusal is also counted
@@ -101,6 +109,9 @@ struct DaemonClientStats {
   uint64_t durable_events = 0;   // The session's stream position the daemon last said is on disk.
   uint64_t replay_held_events = 0;     // In the replay buffer now.
   uint64_t replay_evicted_events = 0;  // Fell out of the buffer before being acknowledged.
+  // Set by Close(): events sent that the daemon had not acknowledged durable when Close returned
+  // (the replay buffer then; 0 with replay_capacity 0 or a daemon that acknowledges nothing).
+  uint64_t not_durable_events = 0;
   uint64_t batches_sent = 0;
   uint64_t bytes_sent = 0;
   uint64_t connects = 0;  // Successful handshakes (the first one and every resume).
@@ -151,10 +162,13 @@ class DaemonClient {
   // `timeout` passes first; FailedPrecondition in a forked child.
   absl::Status WaitUntilConnected(absl::Duration timeout);
 
-  // Sends what is queued, then End, then closes; waits at most `wait`. Events still queued when it
-  // gives up are counted as dropped. DeadlineExceeded when the daemon did not take everything in
-  // time (the client is closed anyway); FailedPrecondition when already closed or in a forked
-  // child.
+  // Sends what is queued, then End, waits for the daemon to acknowledge everything durable, then
+  // closes; waits at most `wait` in all. Events still queued when it gives up are counted as
+  // dropped, events sent and not acknowledged in stats().not_durable_events; a connection still up
+  // then gets the End all the same (one write of at most a poll slice), so the daemon records a
+  // finished session with those drops rather than an aborted one. DeadlineExceeded when
+  // the daemon did not take everything, or acknowledge it, in time (the client is closed anyway);
+  // FailedPrecondition when already closed or in a forked child.
   absl::Status Close(absl::Duration wait = absl::Seconds(1));
 
   // The daemon's session id once the first handshake succeeded, else empty.

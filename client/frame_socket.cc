@@ -129,6 +129,37 @@ absl::Status FrameSocket::WriteAll(std::string_view data, absl::Time deadline, s
   return absl::OkStatus();
 }
 
+absl::Status FrameSocket::WriteAllPassingFd(std::string_view data, int pass_fd,
+                                            absl::Time deadline) {
+  if (pass_fd < 0 || data.empty()) return WriteAll(data, deadline);
+  while (true) {
+    iovec iov{const_cast<char*>(data.data()), data.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) return WriteAll(data.substr(static_cast<size_t>(n)), deadline);
+    const int err = n < 0 ? errno : EIO;
+    if (err == EINTR) continue;
+    if (err != EAGAIN && err != EWOULDBLOCK) {
+      return absl::UnavailableError(ErrnoText("write to tracetorchd", err));
+    }
+    if (absl::Now() >= deadline || Aborted()) {
+      return absl::DeadlineExceededError("write to tracetorchd timed out");
+    }
+    pollfd p{fd_, POLLOUT, 0};
+    poll(&p, 1, PollTimeoutMs(deadline));
+  }
+}
+
 std::optional<size_t> FrameSocket::FrontFrameLength() const {
   if (inbox_.size() < wire::kFrameHeaderBytes) return std::nullopt;
   return wire::GetFrameHeader(inbox_.data());

@@ -66,6 +66,11 @@ class FrameSocket {
   // to the number of leading bytes of `data` the kernel took, on success and on error, so that a
   // caller knows which whole frames went out before the connection broke.
   absl::Status WriteAll(std::string_view data, absl::Time deadline, size_t* written = nullptr);
+  // WriteAll with `pass_fd` (a descriptor of this process; it stays open here) attached to the
+  // first bytes written, as SCM_RIGHTS: the peer receives its own descriptor of the same file with
+  // the read that returns those bytes (a peer reading with read() discards it). The flight
+  // recorder's memfd goes to the daemon this way with each Hello. pass_fd < 0: plain WriteAll.
+  absl::Status WriteAllPassingFd(std::string_view data, int pass_fd, absl::Time deadline);
 
   // Takes what has arrived, without waiting, and returns the payload of the next complete frame;
   // nullopt when no frame is complete yet. Frames that arrived complete before the peer closed

@@ -296,3 +296,57 @@ TEST(FrameSocket, AFullListenQueueIsUnavailableAtOnce) {
 
 }  // namespace
 }  // namespace tracetorch::client
+
+namespace tracetorch::client {
+namespace {
+
+// The flight recorder's memfd travels with the Hello: the peer's recvmsg gets its own descriptor
+// of the same file with the first bytes, and the rest of the data follows as usual.
+TEST(FrameSocket, PassesADescriptorWithTheFirstBytes) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  FrameSocket socket(fds[0], nullptr);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const std::string data = Frame("hello") + Frame(std::string(100000, 'x'));
+  std::thread writer([&] {
+    EXPECT_TRUE(socket.WriteAllPassingFd(data, pipe_fds[1], absl::Now() + absl::Seconds(5)).ok());
+  });
+  std::string got;
+  int received = -1;
+  while (got.size() < data.size()) {
+    char buf[4096];
+    iovec iov{buf, sizeof(buf)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = recvmsg(fds[1], &msg, 0);
+    ASSERT_GT(n, 0);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        EXPECT_EQ(received, -1) << "one descriptor, once";
+        EXPECT_TRUE(got.empty()) << "with the first bytes";
+        std::memcpy(&received, CMSG_DATA(c), sizeof(int));
+      }
+    }
+    got.append(buf, static_cast<size_t>(n));
+  }
+  writer.join();
+  EXPECT_EQ(got, data);
+  ASSERT_GE(received, 0);
+  // The same pipe: what is written through the received descriptor comes out of ours.
+  ASSERT_EQ(write(received, "z", 1), 1);
+  char c = 0;
+  ASSERT_EQ(read(pipe_fds[0], &c, 1), 1);
+  EXPECT_EQ(c, 'z');
+  close(received);
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  close(fds[1]);
+}
+
+}  // namespace
+}  // namespace tracetorch::client

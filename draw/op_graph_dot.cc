@@ -233,6 +233,21 @@ absl::StatusOr<DrawFormat> DrawFormatForPath(std::string_view path) {
   return ParseDrawFormat(path.substr(dot + 1));
 }
 
+absl::StatusOr<DrawFormat> ResolveDrawFormat(std::string_view format, std::string_view path) {
+  if (!format.empty()) return ParseDrawFormat(format);
+  if (path.empty()) return DrawFormat::kSvg;
+  absl::StatusOr<DrawFormat> from_path = DrawFormatForPath(path);
+  if (!from_path.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(from_path.status().message(), "; give the format by name"));
+  }
+  return from_path;
+}
+
+bool IsBinaryFormat(DrawFormat format) {
+  return format == DrawFormat::kPng || format == DrawFormat::kPdf;
+}
+
 absl::StatusOr<std::string> DrawOpGraph(const OpGraph& graph, const DrawOptions& options) {
   if (kBuiltinPluginsOnly &&
       (options.format == DrawFormat::kPng || options.format == DrawFormat::kPdf)) {

@@ -46,6 +46,13 @@ absl::StatusOr<Direction> ParseDirection(std::string_view text);
 // The format a file name asks for by its extension ("x.png"; ".gv" is dot); InvalidArgument when
 // it has none or an unknown one.
 absl::StatusOr<DrawFormat> DrawFormatForPath(std::string_view path);
+// The one rule both doors (`tracetorch graph`, OpTrace.draw) follow: the format given by name
+// when `format` is not empty; else the one `path`'s extension asks for when a path is given (its
+// errors say to give the format by name); else svg.
+//   ResolveDrawFormat("", "g.png") == kPng;  ResolveDrawFormat("pdf", "g.png") == kPdf
+absl::StatusOr<DrawFormat> ResolveDrawFormat(std::string_view format, std::string_view path);
+// Whether pictures of `format` are binary (png, pdf) rather than text (svg, dot).
+bool IsBinaryFormat(DrawFormat format);
 
 inline constexpr int kLargeGraphNodes = 300;
 

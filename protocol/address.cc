@@ -58,32 +58,14 @@ std::string ServiceSocketBeside(std::string_view ingest_path) {
 
 std::string DefaultServiceAddress() {
   if (const char* rpc = NonEmptyEnv("TRACETORCH_DAEMON_RPC")) return rpc;
-  absl::StatusOr<std::string> ingest = ParseDaemonAddress(DefaultDaemonAddress());
-  if (!ingest.ok()) return absl::StrCat("/run/tracetorch/", kServiceSocketName);
-  return ServiceSocketBeside(*ingest);
+  return DefaultDaemonAddress();
 }
 
-std::string ServiceAddressFor(std::string_view address_in) {
-  const absl::string_view address(address_in.data(), address_in.size());
-  absl::string_view path = address;
-  if (absl::StartsWith(path, "unix://")) {
-    path.remove_prefix(7);
-  } else if (absl::StartsWith(path, "unix:")) {
-    path.remove_prefix(5);
-  } else if (absl::StrContains(path, "://")) {
-    return std::string(address);
-  }
-  const size_t slash = path.rfind('/');
-  const absl::string_view name = slash == absl::string_view::npos ? path : path.substr(slash + 1);
-  if (name != kIngestSocketName) return std::string(address);
-  return ServiceSocketBeside(std::string_view(path.data(), path.size()));
-}
-
-std::string DescribeServiceAddress(std::string_view address) {
-  const std::string service = ServiceAddressFor(address);
-  if (service == address) return service;
-  return absl::StrCat(service, " (the service socket beside the agents' socket ",
-                      absl::string_view(address.data(), address.size()), ")");
+std::string DefaultServiceAddressSource() {
+  if (NonEmptyEnv("TRACETORCH_DAEMON_RPC") != nullptr) return "$TRACETORCH_DAEMON_RPC";
+  if (NonEmptyEnv("TRACETORCH_DAEMON") != nullptr) return "$TRACETORCH_DAEMON";
+  if (NonEmptyEnv("XDG_RUNTIME_DIR") != nullptr) return "$XDG_RUNTIME_DIR";
+  return "";
 }
 
 }  // namespace tracetorch::protocol

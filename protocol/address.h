@@ -1,6 +1,8 @@
 // Where tracetorchd listens, as agents and tools name it. One daemon has two sockets side by side:
-// the agents' ingest socket (tracetorchd.sock) and the viewers' gRPC service socket
-// (tracetorchd-rpc.sock) in the same directory. Every program derives one from the other here.
+// the agents' ingest socket (tracetorchd.sock by default) and the gRPC service socket
+// (tracetorchd-rpc.sock) in the same directory. The agents' socket also serves tools (the daemon
+// hands a gRPC client's connection to its service), so one address names a daemon whatever its
+// socket is called: agents and tools both default to DefaultDaemonAddress().
 //
 // Thread-safe: pure functions (the Default* ones read the environment).
 #ifndef TRACETORCH_PROTOCOL_ADDRESS_H_
@@ -29,20 +31,13 @@ std::string DefaultDaemonAddress();
 // ("./tracetorchd-rpc.sock" for a bare file name).
 std::string ServiceSocketBeside(std::string_view ingest_path);
 
-// $TRACETORCH_DAEMON_RPC when set; else the service socket beside DefaultDaemonAddress().
+// The daemon a tool calls without --remote: $TRACETORCH_DAEMON_RPC when set (a service address
+// of any form), else DefaultDaemonAddress().
 std::string DefaultServiceAddress();
 
-// The TraceService address a tool given `address` (--remote) calls: for the agents' socket (a
-// path, or unix:PATH, whose file name is kIngestSocketName) the service socket beside it, so that
-// one address names a daemon; any other address as given.
-//   ServiceAddressFor("/run/tracetorch/tracetorchd.sock") == "/run/tracetorch/tracetorchd-rpc.sock"
-//   ServiceAddressFor("host:7171") == "host:7171"
-std::string ServiceAddressFor(std::string_view address);
-
-// How messages name what ServiceAddressFor(address) called: the address, and for the agents'
-// socket both sockets:
-//   "/d/tracetorchd-rpc.sock (the service socket beside the agents' socket /d/tracetorchd.sock)"
-std::string DescribeServiceAddress(std::string_view address);
+// Where DefaultServiceAddress() came from, for messages: "$TRACETORCH_DAEMON_RPC",
+// "$TRACETORCH_DAEMON", "$XDG_RUNTIME_DIR" (the user's default) or "" (the system default).
+std::string DefaultServiceAddressSource();
 
 }  // namespace tracetorch::protocol
 

@@ -39,39 +39,24 @@ TEST(ServiceSocketBeside, TakesTheIngestSocketsFolder) {
   EXPECT_EQ(ServiceSocketBeside("a/b/d.sock"), "a/b/tracetorchd-rpc.sock");
 }
 
-TEST(DefaultServiceAddress, IsBesideTheAgentSocket) {
-  unsetenv("TRACETORCH_DAEMON_RPC");
-  setenv("TRACETORCH_DAEMON", "/tmp/tt-test/d.sock", 1);
-  EXPECT_EQ(DefaultServiceAddress(), "/tmp/tt-test/tracetorchd-rpc.sock");
-  setenv("TRACETORCH_DAEMON", "unix:///tmp/tt-test2/x.sock", 1);
-  EXPECT_EQ(DefaultServiceAddress(), "/tmp/tt-test2/tracetorchd-rpc.sock");
-  setenv("TRACETORCH_DAEMON_RPC", "/tmp/elsewhere/rpc.sock", 1);
-  EXPECT_EQ(DefaultServiceAddress(), "/tmp/elsewhere/rpc.sock");
+TEST(DefaultServiceAddress, IsTheAgentsSocketUnlessTheServiceIsNamed) {
   unsetenv("TRACETORCH_DAEMON_RPC");
   unsetenv("TRACETORCH_DAEMON");
-}
-
-TEST(ServiceAddressFor, TakesTheAgentsSocketToTheServiceSocketBesideIt) {
-  EXPECT_EQ(ServiceAddressFor("/run/tracetorch/tracetorchd.sock"),
-            "/run/tracetorch/tracetorchd-rpc.sock");
-  EXPECT_EQ(ServiceAddressFor("unix:///run/tracetorch/tracetorchd.sock"),
-            "/run/tracetorch/tracetorchd-rpc.sock");
-  EXPECT_EQ(ServiceAddressFor("unix:d/tracetorchd.sock"), "d/tracetorchd-rpc.sock");
-  EXPECT_EQ(ServiceAddressFor("tracetorchd.sock"), "./tracetorchd-rpc.sock");
-  // Anything else is called as given: a service socket, another name, TCP.
-  for (const char* kept :
-       {"/run/tracetorch/tracetorchd-rpc.sock", "/tmp/rpc.sock", "unix:/tmp/rpc.sock", "host:7171",
-        "dns:///h:7171", "/tmp/tracetorchd.sock.old", "/tmp/tracetorchd.sock/x"}) {
-    EXPECT_EQ(ServiceAddressFor(kept), kept);
-  }
-}
-
-TEST(DescribeServiceAddress, NamesBothSocketsForTheAgentsSocket) {
-  EXPECT_EQ(DescribeServiceAddress("/d/tracetorchd.sock"),
-            "/d/tracetorchd-rpc.sock (the service socket beside the agents' socket "
-            "/d/tracetorchd.sock)");
-  EXPECT_EQ(DescribeServiceAddress("/d/rpc.sock"), "/d/rpc.sock");
-  EXPECT_EQ(DescribeServiceAddress("h:1"), "h:1");
+  unsetenv("XDG_RUNTIME_DIR");
+  EXPECT_EQ(DefaultServiceAddress(), "/run/tracetorch/tracetorchd.sock");
+  EXPECT_EQ(DefaultServiceAddressSource(), "");
+  setenv("XDG_RUNTIME_DIR", "/run/user/7", 1);
+  EXPECT_EQ(DefaultServiceAddress(), "/run/user/7/tracetorch/tracetorchd.sock");
+  EXPECT_EQ(DefaultServiceAddressSource(), "$XDG_RUNTIME_DIR");
+  setenv("TRACETORCH_DAEMON", "/tmp/tt-test/d.sock", 1);
+  EXPECT_EQ(DefaultServiceAddress(), "/tmp/tt-test/d.sock");
+  EXPECT_EQ(DefaultServiceAddressSource(), "$TRACETORCH_DAEMON");
+  setenv("TRACETORCH_DAEMON_RPC", "/tmp/elsewhere/rpc.sock", 1);
+  EXPECT_EQ(DefaultServiceAddress(), "/tmp/elsewhere/rpc.sock");
+  EXPECT_EQ(DefaultServiceAddressSource(), "$TRACETORCH_DAEMON_RPC");
+  unsetenv("TRACETORCH_DAEMON_RPC");
+  unsetenv("TRACETORCH_DAEMON");
+  unsetenv("XDG_RUNTIME_DIR");
 }
 
 }  // namespace

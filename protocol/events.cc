@@ -98,6 +98,8 @@ WireTensor ToWireTensor(const TensorInfo& tensor) {
     out.stats.emplace();
     out.stats->nan_count = tensor.nonfinite->nan_count;
     out.stats->inf_count = tensor.nonfinite->inf_count;
+    out.stats->neg_inf_count = tensor.nonfinite->neg_inf_count;
+    out.stats->finite_all_zero = tensor.nonfinite->finite_all_zero;
   }
   return out;
 }

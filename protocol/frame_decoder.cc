@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "protocol/codes.h"
 #include "protocol/wire_format.h"
+#include "trace/nonfinite.h"
 
 namespace tracetorch::protocol::wire {
 namespace {
@@ -65,6 +66,12 @@ bool DecodeStats(std::string_view in, int depth, Stats* s) {
     } else if (tag == T(6, kVarint)) {
       if (!r.Varint(&v)) return false;
       s->inf_count = static_cast<int64_t>(v);
+    } else if (tag == T(7, kVarint)) {
+      if (!r.Varint(&v)) return false;
+      s->neg_inf_count = static_cast<int64_t>(v);
+    } else if (tag == T(8, kVarint)) {
+      if (!r.Varint(&v)) return false;
+      s->finite_all_zero = v != 0;
     } else if (!r.Skip(tag >> 3, tag & 7, depth - 1)) {
       return false;
     }
@@ -82,6 +89,8 @@ struct StatsFlags {
   std::optional<double> std;
   int64_t nan_count = 0;
   int64_t inf_count = 0;
+  int64_t neg_inf_count = 0;
+  bool finite_all_zero = false;
 };
 
 template <typename Stats>
@@ -170,8 +179,16 @@ bool DecodeForward(std::string_view in, int depth, ForwardFields* e) {
         }
         if (e->outputs++ == 0 && t.has_stats) e->first_output_std = t.stats.std;
         if (t.has_stats) {
-          e->outputs_have_nan = e->outputs_have_nan || t.stats.nan_count > 0;
-          e->outputs_have_inf = e->outputs_have_inf || t.stats.inf_count > 0;
+          const StatsFlags& st = t.stats;
+          e->outputs_have_nan = e->outputs_have_nan || st.nan_count > 0;
+          if (st.inf_count > 0) {
+            // The rule of trace/nonfinite.h, on the same facts the agent's record holds.
+            const bool mask =
+                IsMaskCounts(st.nan_count, st.inf_count, st.neg_inf_count, st.finite_all_zero);
+            e->outputs_inf_in_masks_only =
+                (e->outputs_have_inf ? e->outputs_inf_in_masks_only : true) && mask;
+            e->outputs_have_inf = true;
+          }
         }
         break;
       }
@@ -264,10 +281,11 @@ bool DecodeNanOrigin(std::string_view in, int depth, NanOrigin* o) {
       o->layer = std::string(s);
       return true;
     }
-    if ((f == 2 || f == 3) && wt == kVarint) {
+    if ((f == 2 || f == 3 || f == 7) && wt == kVarint) {
       if (!r.Varint(&v)) return false;
       if (f == 2) o->step = static_cast<int64_t>(v);
       if (f == 3) o->is_nan = v != 0;
+      if (f == 7) o->backward = v != 0;
       return true;
     }
     if (f >= 4 && f <= 6 && wt == kLength) {  // op, op_func, op_module.

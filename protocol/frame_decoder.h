@@ -38,8 +38,10 @@ struct ForwardFields {
   std::optional<int64_t> mem_reserved_delta;
   int inputs = 0;
   int outputs = 0;
-  bool outputs_have_nan = false;           // Some output's stats.nan_count > 0.
-  bool outputs_have_inf = false;           // Some output's stats.inf_count > 0.
+  bool outputs_have_nan = false;  // Some output's stats.nan_count > 0.
+  bool outputs_have_inf = false;  // Some output's stats.inf_count > 0.
+  // With outputs_have_inf: every output holding an Inf is a mask (trace/nonfinite.h).
+  bool outputs_inf_in_masks_only = false;
   std::optional<double> first_output_std;  // outputs[0].stats.std, when set.
   std::string_view bytes;                  // The event's bytes, for DecodeForwardTensors.
 };

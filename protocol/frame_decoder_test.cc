@@ -117,6 +117,56 @@ TEST(FrameDecoder, DecodesTheAgentsEncoder) {
   EXPECT_EQ(outputs[0].device, "cpu");
 }
 
+TEST(FrameDecoder, CarriesTheMaskFactsAndABackwardOrigin) {
+  // Layer 1 outputs a causal mask (0 / -inf); layer 2 a mask and masked scores; layer 3 an
+  // Inf from an agent that sends no mask facts (an older one): outside a mask.
+  std::vector<ForwardEvent> fwd(3);
+  WireTensor mask;
+  mask.shape = {4, 4};
+  mask.stats.emplace();
+  mask.stats->inf_count = 6;
+  mask.stats->neg_inf_count = 6;
+  mask.stats->finite_all_zero = true;
+  WireTensor scores = mask;
+  scores.stats->finite_all_zero = false;
+  WireTensor old_agent;
+  old_agent.stats.emplace();
+  old_agent.stats->inf_count = 6;
+  fwd[0].layer_id = 1;
+  fwd[0].outputs.push_back(mask);
+  fwd[1].layer_id = 2;
+  fwd[1].outputs = {mask, scores};
+  fwd[2].layer_id = 3;
+  fwd[2].outputs.push_back(old_agent);
+  NanOrigin origin{"blocks.0.mlp", 4, true};
+  origin.backward = true;
+  std::string frame;
+  AppendEventBatchFrame({.sequence = 1, .nan_origin = &origin}, fwd, {}, 1 << 20, &frame);
+  v1::AgentMessage m;
+  ASSERT_TRUE(m.ParseFromArray(frame.data() + 4, static_cast<int>(frame.size() - 4)));
+  const v1::TensorStats& parsed = m.events().forward(0).outputs(0).stats();
+  EXPECT_EQ(parsed.neg_inf_count(), 6);
+  EXPECT_TRUE(parsed.finite_all_zero());
+  EXPECT_TRUE(m.events().nan_origin().backward());
+  const std::string batch = m.events().SerializeAsString();
+  EXPECT_EQ(DecoderDisagreement(batch), "");
+  testing::oracle_internal::Collect c;
+  absl::StatusOr<EventBatchSummary> s = DecodeEventBatch(batch, &c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->nan_origin.has_value());
+  EXPECT_EQ(*s->nan_origin, origin);
+  ASSERT_EQ(c.forward.size(), 3u);
+  EXPECT_TRUE(c.forward[0].outputs_have_inf && c.forward[0].outputs_inf_in_masks_only);
+  EXPECT_TRUE(c.forward[1].outputs_have_inf && !c.forward[1].outputs_inf_in_masks_only);
+  EXPECT_TRUE(c.forward[2].outputs_have_inf && !c.forward[2].outputs_inf_in_masks_only);
+  std::vector<TensorInfo> inputs, outputs;
+  DecodeForwardTensors(c.forward[1].bytes, &inputs, &outputs);
+  ASSERT_EQ(outputs.size(), 2u);
+  EXPECT_EQ(outputs[0].stats->neg_inf_count, 6);
+  EXPECT_TRUE(outputs[0].stats->finite_all_zero);
+  EXPECT_FALSE(outputs[1].stats->finite_all_zero);
+}
+
 // Hand-made byte strings at the edges of the wire format: each must be accepted or refused as
 // libprotobuf does, with the same values.
 TEST(FrameDecoder, AgreesWithTheGeneratedParserAtTheEdges) {

@@ -15,6 +15,8 @@ void StatsToProto(const TensorStats& s, v1::TensorStats* out) {
   if (s.max) out->set_max(*s.max);
   out->set_nan_count(s.nan_count);
   out->set_inf_count(s.inf_count);
+  out->set_neg_inf_count(s.neg_inf_count);
+  out->set_finite_all_zero(s.finite_all_zero);
 }
 
 void TensorToProto(const TensorInfo& t, v1::TensorInfo* out) {
@@ -25,6 +27,8 @@ void TensorToProto(const TensorInfo& t, v1::TensorInfo* out) {
   if (t.nonfinite) {
     out->mutable_nonfinite()->set_nan_count(t.nonfinite->nan_count);
     out->mutable_nonfinite()->set_inf_count(t.nonfinite->inf_count);
+    out->mutable_nonfinite()->set_neg_inf_count(t.nonfinite->neg_inf_count);
+    out->mutable_nonfinite()->set_finite_all_zero(t.nonfinite->finite_all_zero);
   }
 }
 
@@ -36,7 +40,9 @@ TensorInfo TensorFromProto(const v1::TensorInfo& t) {
   if (t.has_stats()) out.stats = FromProto(t.stats());
   if (t.has_nonfinite()) {
     out.nonfinite = NonFiniteCounts{.nan_count = t.nonfinite().nan_count(),
-                                    .inf_count = t.nonfinite().inf_count()};
+                                    .inf_count = t.nonfinite().inf_count(),
+                                    .neg_inf_count = t.nonfinite().neg_inf_count(),
+                                    .finite_all_zero = t.nonfinite().finite_all_zero()};
   }
   return out;
 }
@@ -110,6 +116,7 @@ void ToProto(const NanOrigin& origin, v1::NanOrigin* out) {
   out->set_op(origin.op);
   out->set_op_func(origin.op_func);
   out->set_op_module(origin.op_module);
+  out->set_backward(origin.backward);
 }
 
 NanOrigin FromProto(const v1::NanOrigin& origin) {
@@ -120,6 +127,7 @@ NanOrigin FromProto(const v1::NanOrigin& origin) {
   out.op = origin.op();
   out.op_func = origin.op_func();
   out.op_module = origin.op_module();
+  out.backward = origin.backward();
   return out;
 }
 
@@ -172,6 +180,7 @@ void ToProto(const LayerTrace& l, v1::LayerTrace* out) {
   out->set_forward_count(l.forward_count);
   out->set_has_nan(l.has_nan);
   out->set_has_inf(l.has_inf);
+  out->set_inf_in_masks_only(l.inf_in_masks_only);
   if (l.grad_norm) out->set_grad_norm(*l.grad_norm);
   if (l.grad_mean) out->set_grad_mean(*l.grad_mean);
   out->set_grad_has_nan(l.grad_has_nan);
@@ -206,6 +215,7 @@ LayerTrace FromProto(const v1::LayerTrace& l) {
   out.forward_count = l.forward_count();
   out.has_nan = l.has_nan();
   out.has_inf = l.has_inf();
+  out.inf_in_masks_only = l.inf_in_masks_only();
   if (l.has_grad_norm()) out.grad_norm = l.grad_norm();
   if (l.has_grad_mean()) out.grad_mean = l.grad_mean();
   out.grad_has_nan = l.grad_has_nan();
@@ -352,6 +362,22 @@ LatencySamples LatencySamplesFromHistory(
   return out;
 }
 
+StepHistory StepHistoryFromProto(
+    const google::protobuf::RepeatedPtrField<v1::LayerHistory>& history) {
+  StepHistory out;
+  out.layers.reserve(static_cast<size_t>(history.size()));
+  for (const v1::LayerHistory& h : history) {
+    LayerSteps& l = out.layers.emplace_back();
+    l.full_name = h.full_name();
+    l.steps.assign(h.steps().begin(), h.steps().end());
+    l.latency_ms.assign(h.latency_ms().begin(), h.latency_ms().end());
+    l.output_std.assign(h.output_std().begin(), h.output_std().end());
+    l.grad_norm.assign(h.grad_norm().begin(), h.grad_norm().end());
+    l.non_finite.assign(h.non_finite().begin(), h.non_finite().end());
+  }
+  return out;
+}
+
 TensorStats FromProto(const v1::TensorStats& s) {
   TensorStats out;
   if (s.has_mean()) out.mean = s.mean();
@@ -360,6 +386,8 @@ TensorStats FromProto(const v1::TensorStats& s) {
   if (s.has_max()) out.max = s.max();
   out.nan_count = s.nan_count();
   out.inf_count = s.inf_count();
+  out.neg_inf_count = s.neg_inf_count();
+  out.finite_all_zero = s.finite_all_zero();
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "google/protobuf/repeated_ptr_field.h"
 #include "trace/diff.h"
 #include "trace/record.h"
+#include "trace/step_history.h"
 #include "tracetorch/v1/service.pb.h"
 #include "tracetorch/v1/trace.pb.h"
 
@@ -40,6 +41,11 @@ TraceDiff FromProto(const v1::TraceDiff& diff);
 // The per-step forward latencies of a snapshot's history (LayerHistory.latency_ms by full_name),
 // for the noise-aware diff. NaN points (no forward that step) are dropped.
 LatencySamples LatencySamplesFromHistory(
+    const google::protobuf::RepeatedPtrField<v1::LayerHistory>& history);
+
+// A snapshot's (or baseline's) per-step history as the core's StepHistory, entry for entry (the
+// WatchUpdate-only fields append and thin_before_step are not carried).
+StepHistory StepHistoryFromProto(
     const google::protobuf::RepeatedPtrField<v1::LayerHistory>& history);
 
 }  // namespace tracetorch

@@ -143,5 +143,29 @@ TEST(RecordProto, LatencySamplesFromHistoryDropsUnknownSteps) {
   EXPECT_TRUE(s.by_layer.at("act").empty());
 }
 
+TEST(RecordProto, StepHistoryFromProtoKeepsEveryPoint) {
+  google::protobuf::RepeatedPtrField<v1::LayerHistory> history;
+  v1::LayerHistory* h = history.Add();
+  h->set_full_name("blocks.0.fc");
+  for (uint64_t s : {3u, 5u, 6u}) h->add_steps(s);
+  for (double v : {0.5, std::nan(""), 0.7}) h->add_latency_ms(v);
+  for (double v : {1.0, 2.0, 3.0}) h->add_output_std(v);
+  for (double v : {0.1, 0.2, std::nan("")}) h->add_grad_norm(v);
+  for (bool v : {false, true, false}) h->add_non_finite(v);
+  history.Add()->set_full_name("act");
+  const StepHistory got = StepHistoryFromProto(history);
+  ASSERT_EQ(got.layers.size(), 2u);
+  const LayerSteps* fc = got.Find("blocks.0.fc");
+  ASSERT_NE(fc, nullptr);
+  EXPECT_EQ(fc->steps, (std::vector<uint64_t>{3, 5, 6}));
+  EXPECT_EQ(fc->latency_ms[0], 0.5);
+  EXPECT_TRUE(std::isnan(fc->latency_ms[1]));
+  EXPECT_EQ(fc->output_std, (std::vector<double>{1.0, 2.0, 3.0}));
+  EXPECT_TRUE(std::isnan(fc->grad_norm[2]));
+  EXPECT_EQ(fc->non_finite, (std::vector<bool>{false, true, false}));
+  EXPECT_TRUE(got.Find("act")->steps.empty());
+  EXPECT_EQ(got.Find("nope"), nullptr);
+}
+
 }  // namespace
 }  // namespace tracetorch

@@ -170,7 +170,8 @@ size_t UintFieldSize(uint32_t field, uint64_t v) {  // Fields 1..15: a one-byte 
 size_t StatsSize(const TensorStats& st) {
   return (st.mean ? 9 : 0) + (st.std ? 9 : 0) + (st.min ? 9 : 0) + (st.max ? 9 : 0) +
          UintFieldSize(5, static_cast<uint64_t>(st.nan_count)) +
-         UintFieldSize(6, static_cast<uint64_t>(st.inf_count));
+         UintFieldSize(6, static_cast<uint64_t>(st.inf_count)) +
+         UintFieldSize(7, static_cast<uint64_t>(st.neg_inf_count)) + (st.finite_all_zero ? 2 : 0);
 }
 
 size_t ShapeBytes(const WireTensor& t) {
@@ -241,6 +242,8 @@ TRACETORCH_WIRE_INLINE void EncodeStats(Writer& s, const TensorStats& st) {
   OptDouble(s, 4, st.max);
   IntField(s, 5, st.nan_count);
   IntField(s, 6, st.inf_count);
+  IntField(s, 7, st.neg_inf_count);
+  BoolField(s, 8, st.finite_all_zero);
 }
 
 TRACETORCH_WIRE_INLINE void EncodeTensor(Writer& s, const WireTensor& t, const TensorSizes& sizes) {
@@ -321,6 +324,7 @@ void EncodeNanOrigin(S& s, const NanOrigin& o) {
   StringField(s, 4, o.op);
   StringField(s, 5, o.op_func);
   StringField(s, 6, o.op_module);
+  BoolField(s, 7, o.backward);
 }
 
 // An EventBatch's own fields: the sequence (written first) and the tail (after the events).
@@ -404,6 +408,12 @@ void AppendHelloFrame(const HelloFields& hello, std::string* out) {
         UintField(s, 4, hello.dropped_events);
         UintField(s, 5, hello.sent_events);
         OptUint(s, 6, hello.replay_first_event);
+        if (hello.flight_layout_version != 0) {
+          MessageField(s, 7, [&](auto& n) {
+            UintField(n, 1, hello.flight_layout_version);
+            UintField(n, 2, hello.flight_region_bytes);
+          });
+        }
       },
       out);
 }

@@ -54,6 +54,10 @@ struct HelloFields {
   // Hello.replay_first_event (field 6): set by an agent that re-sends what is not yet durable.
   std::optional<uint64_t> replay_first_event = {};
   int32_t protocol_version = kProtocolVersion;
+  // Hello.flight_recorder (field 7): set by an agent that attaches its flight recorder's memfd to
+  // the frame (SCM_RIGHTS). 0: no recorder.
+  uint32_t flight_layout_version = 0;
+  uint64_t flight_region_bytes = 0;
 };
 
 // Each Append*Frame appends one complete frame (header and AgentMessage) to `*out`.

@@ -87,6 +87,26 @@ TEST(Wire, HelloMatchesGeneratedParser) {
   EXPECT_EQ(h.resume_session_id(), "abc");
   EXPECT_EQ(h.dropped_events(), 7u);
   EXPECT_EQ(h.sent_events(), 1000u);
+  EXPECT_FALSE(h.has_flight_recorder());
+}
+
+TEST(Wire, HelloCarriesTheFlightRecorder) {
+  ProcessIdentity id;
+  HelloFields hello;
+  hello.identity = &id;
+  hello.flight_layout_version = 1;
+  hello.flight_region_bytes = 921600;
+  std::string out;
+  AppendHelloFrame(hello, &out);
+  auto msgs = ParseFrames(out);
+  ASSERT_EQ(msgs.size(), 1u);
+  ASSERT_TRUE(msgs[0].hello().has_flight_recorder());
+  EXPECT_EQ(msgs[0].hello().flight_recorder().layout_version(), 1u);
+  EXPECT_EQ(msgs[0].hello().flight_recorder().region_bytes(), 921600u);
+  // Byte for byte what libprotobuf writes for the same message.
+  v1::AgentMessage expected;
+  *expected.mutable_hello() = msgs[0].hello();
+  EXPECT_EQ(out.substr(kFrameHeaderBytes), expected.SerializeAsString());
 }
 
 TEST(Wire, LayerTableHeartbeatEnd) {

@@ -84,6 +84,21 @@ absl::StatusOr<v1::ListSessionsResponse> TraceServiceClient::ListSessions(std::s
       &v1::TraceService::Stub::ListSessions, request);
 }
 
+absl::StatusOr<v1::ForensicsResponse> TraceServiceClient::GetForensics(std::string_view session_id,
+                                                                       bool now) {
+  v1::GetForensicsRequest request;
+  request.mutable_session()->set_session_id(std::string(session_id));
+  request.set_now(now);
+  return impl_->Call<v1::GetForensicsRequest, v1::ForensicsResponse>(
+      &v1::TraceService::Stub::GetForensics, request);
+}
+
+absl::StatusOr<v1::JobResponse> TraceServiceClient::GetJob(std::string_view job_id) {
+  v1::GetJobRequest request;
+  request.set_job_id(std::string(job_id));
+  return impl_->Call<v1::GetJobRequest, v1::JobResponse>(&v1::TraceService::Stub::GetJob, request);
+}
+
 absl::StatusOr<v1::Snapshot> TraceServiceClient::GetSnapshot(std::string_view session_id) {
   v1::GetSnapshotRequest request;
   request.mutable_session()->set_session_id(std::string(session_id));

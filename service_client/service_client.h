@@ -75,6 +75,11 @@ class TraceServiceClient {
   // `session_id` may be "latest".
   absl::StatusOr<v1::Snapshot> GetSnapshot(std::string_view session_id);
   absl::StatusOr<v1::DaemonStats> GetStats();
+  // A session's forensic bundles; with `now`, one more taken now from a live session's flight
+  // recorder. UNIMPLEMENTED from a daemon older than the flight recorder.
+  absl::StatusOr<v1::ForensicsResponse> GetForensics(std::string_view session_id, bool now);
+  // Every rank of `job_id` the daemon knows (with a fleet store: every daemon's).
+  absl::StatusOr<v1::JobResponse> GetJob(std::string_view job_id);
 
   absl::StatusOr<v1::DiffResponse> Diff(const v1::DiffRequest& request);
   absl::StatusOr<v1::BaselineInfo> SetBaseline(std::string_view name,

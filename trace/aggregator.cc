@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "trace/nonfinite.h"
 
 namespace tracetorch {
 namespace {
@@ -32,6 +33,21 @@ bool AnyOutputHas(const std::vector<TensorInfo>& outputs, int64_t (*count)(const
     if (count(t) > 0) return true;
   }
   return false;
+}
+
+// Whether every output that holds an Inf is a mask (trace/nonfinite.h).
+bool InfInMasksOnly(const std::vector<TensorInfo>& outputs) {
+  for (const TensorInfo& t : outputs) {
+    if (InfCount(t) > 0 && !IsMask(t)) return false;
+  }
+  return true;
+}
+
+// A call's outputs held an Inf: has_inf is sticky, and the layer's Infs stay "in masks only" while
+// every call's were.
+void NoteInf(bool in_masks_only, LayerTrace* t) {
+  t->inf_in_masks_only = (t->has_inf ? t->inf_in_masks_only : true) && in_masks_only;
+  t->has_inf = true;
 }
 
 LayerTrace FreshTrace(const LayerTrace& declared) {
@@ -130,10 +146,10 @@ absl::Status TraceAggregator::AddForwardLocked(LayerId id, ForwardSample sample)
   ++t.forward_count;
   if (sample.tensors_omitted) {
     if (sample.outputs_had_nan) t.has_nan = true;
-    if (sample.outputs_had_inf) t.has_inf = true;
+    if (sample.outputs_had_inf) NoteInf(sample.outputs_inf_in_masks_only, &t);
   } else {
     if (AnyOutputHas(sample.outputs, &NanCount)) t.has_nan = true;
-    if (AnyOutputHas(sample.outputs, &InfCount)) t.has_inf = true;
+    if (AnyOutputHas(sample.outputs, &InfCount)) NoteInf(InfInMasksOnly(sample.outputs), &t);
     t.inputs = std::move(sample.inputs);
     t.outputs = std::move(sample.outputs);
   }

@@ -9,7 +9,8 @@
 //  - Forward: latency_ms is the latest call; min/max/mean over all calls; forward_count counts
 //  calls;
 //    inputs/outputs are the latest call's; has_nan/has_inf become true once any output (or, for
-//    NaN/Inf counts, any output's stats) held one and stay true.
+//    NaN/Inf counts, any output's stats) held one and stay true; inf_in_masks_only is true while
+//    every output that held an Inf was a mask (trace/nonfinite.h).
 //  - Backward: the same for bwd_latency_*/backward_count; grad_* are the latest backward's values;
 //    grad_has_nan, has_zero_grad and grad_in_has_nan stay true once seen.
 //  - Memory deltas are the latest call's (nullopt when the sample has none).
@@ -53,10 +54,12 @@ struct ForwardSample {
   // Set by a keeper that skips the tensors of a sample a later sample of the same layer supersedes
   // (a record keeps only the latest call's tensors; the daemon does this within a batch). Then
   // inputs/outputs are ignored, the layer keeps the tensors it has, and `outputs_had_nan` /
-  // `outputs_had_inf` carry the sample's non-finite flags in their place.
+  // `outputs_had_inf` / `outputs_inf_in_masks_only` carry the sample's non-finite facts in their
+  // place (the last: every output holding an Inf was a mask, trace/nonfinite.h).
   bool tensors_omitted = false;
   bool outputs_had_nan = false;
   bool outputs_had_inf = false;
+  bool outputs_inf_in_masks_only = false;
 };
 
 // What one backward pass through a layer produced.

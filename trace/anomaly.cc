@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "trace/nonfinite.h"
 
 namespace tracetorch {
 namespace {
@@ -59,15 +60,28 @@ Anomaly OriginAnomaly(const TraceRecord& record, const NanOrigin& origin) {
   std::vector<std::string> downstream;
   for (const LayerTrace& layer : record.layers) {
     if (layer.full_name == origin.layer) continue;
-    if (layer.has_nan || layer.has_inf) downstream.push_back(layer.full_name);
+    if (ActivationTrouble(layer) || (origin.backward && layer.grad_has_nan)) {
+      downstream.push_back(layer.full_name);
+    }
   }
   const char* kind = origin.is_nan ? "NaN" : "Inf";
   Anomaly a;
-  a.type = origin.is_nan ? AnomalyType::kNanActivation : AnomalyType::kInfActivation;
+  a.type = origin.backward ? AnomalyType::kNanGradient
+           : origin.is_nan ? AnomalyType::kNanActivation
+                           : AnomalyType::kInfActivation;
   a.severity = AnomalySeverity::kCritical;
   a.layer = origin.layer;
-  if (origin.layer == NanOrigin::kModelInput) {
+  if (origin.backward && origin.layer == NanOrigin::kLoss) {
+    a.message = absl::StrCat(kind, " first appeared in the gradient of the loss at step ",
+                             origin.step, " (before any layer's backward)");
+  } else if (origin.backward) {
+    a.message = absl::StrCat(kind, " first appeared in the backward of ", origin.layer, " at step ",
+                             origin.step, " (its output gradient was finite)");
+  } else if (origin.layer == NanOrigin::kModelInput) {
     a.message = absl::StrCat(kind, " first appeared in the model input at step ", origin.step);
+  } else if (origin.layer == NanOrigin::kModelCode) {
+    a.message = absl::StrCat(kind, " first appeared in the model's own code (outside its layers) ",
+                             "at step ", origin.step);
   } else {
     a.message = absl::StrCat(kind, " first appeared in ", origin.layer, " at step ", origin.step,
                              " (inputs were finite)");
@@ -81,6 +95,11 @@ Anomaly OriginAnomaly(const TraceRecord& record, const NanOrigin& origin) {
   }
   a.details.emplace_back("origin", origin.layer);
   a.details.emplace_back("step", origin.step);
+  if (origin.backward) a.details.emplace_back("pass", std::string("backward"));
+  if (!origin.op.empty()) {
+    a.details.emplace_back("op", origin.op);
+    a.details.emplace_back("op_module", origin.op_module);
+  }
   a.details.emplace_back("downstream", std::move(downstream));
   return a;
 }
@@ -216,7 +235,11 @@ absl::StatusOr<std::vector<Anomaly>> DetectAnomalies(const TraceRecord& record,
       }
     } else {
       if (layer.has_nan) found.push_back(NonFiniteActivation(layer, AnomalyType::kNanActivation));
-      if (layer.has_inf) found.push_back(NonFiniteActivation(layer, AnomalyType::kInfActivation));
+      // An Inf counts only outside masks (trace/nonfinite.h); files that do not say (tracetorch-ml)
+      // count every Inf.
+      if (layer.has_inf && !layer.inf_in_masks_only) {
+        found.push_back(NonFiniteActivation(layer, AnomalyType::kInfActivation));
+      }
     }
     CheckOutputs(layer, thresholds, &found);
     CheckVarianceSpike(layer, thresholds, &found);

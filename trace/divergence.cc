@@ -61,11 +61,12 @@ absl::Status DivergenceThresholds::Validate() const {
       absl::StrCat("divergence thresholds must be finite and >= 0: ", absl::StrJoin(bad, ", ")));
 }
 
-// For each layer and metric, the ranks with a finite, positive value are compared. A rank is
-// flagged when its value departs from the median of the OTHER ranks by more than the threshold
-// (relative to that median) AND from the median of all ranks by more than the threshold: with
-// three ranks the others' median of a normal rank is pulled halfway to a straggler, and the second
-// condition keeps such a rank from being flagged along with the straggler.
+// For each layer and metric, the ranks with a finite, positive value are compared (the rules are
+// in the header). With three or more, a rank is flagged when its value departs from the median of
+// the OTHER ranks by more than the threshold (relative to that median) AND from the median of all
+// ranks by more than the threshold: with three ranks the others' median of a normal rank is pulled
+// halfway to a straggler, and the second condition keeps such a rank from being flagged along with
+// the straggler. With two, the other rank's value is the reference and only the larger is judged.
 std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
                                           const DivergenceThresholds& thresholds) {
   std::vector<Anomaly> found;
@@ -81,7 +82,7 @@ std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
       index[r].try_emplace(layer.full_name, &layer);
     }
   }
-  if (present.size() < 3) return found;
+  if (present.size() < 2) return found;
 
   // Layer order: the first rank's layers, then layers only other ranks have, as they appear.
   std::vector<std::string_view> layer_order;
@@ -104,7 +105,7 @@ std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
         if (!v.has_value() || !std::isfinite(*v) || *v < 0) continue;
         samples.push_back({r, *v});
       }
-      if (samples.size() < 3) continue;
+      if (samples.size() < 2) continue;
       if (metric.apply_min_latency) {
         const bool all_fast = std::all_of(samples.begin(), samples.end(), [&](const Sample& s) {
           return s.value < thresholds.min_latency_ms;
@@ -123,9 +124,14 @@ std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
         const double median = Median(std::move(others));
         const double value = samples[i].value;
         if (median <= 0 || median_all <= 0) continue;  // No scale to be relative to.
-        const double departure = std::fabs(value - median) / median;
-        const double departure_all = std::fabs(value - median_all) / median_all;
-        if (!(departure > threshold && departure_all > threshold)) continue;
+        if (samples.size() == 2) {
+          // No majority: only the larger value is judged, against the other rank's.
+          if (!(value > median && (value - median) / median > threshold)) continue;
+        } else {
+          const double departure = std::fabs(value - median) / median;
+          const double departure_all = std::fabs(value - median_all) / median_all;
+          if (!(departure > threshold && departure_all > threshold)) continue;
+        }
 
         const RankTrace& rank = ranks[samples[i].rank_index];
         const std::string label =
@@ -135,8 +141,10 @@ std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
         a.type = AnomalyType::kRankDivergence;
         a.severity = AnomalySeverity::kWarning;
         a.layer = std::string(name);
-        a.message = absl::StrFormat("%s: %s %.4g%s is %.2fx the other ranks' median %.4g%s", label,
-                                    metric.name, value, metric.unit, ratio, median, metric.unit);
+        const char* reference =
+            samples.size() == 2 ? "the other rank's" : "the other ranks' median";
+        a.message = absl::StrFormat("%s: %s %.4g%s is %.2fx %s %.4g%s", label, metric.name, value,
+                                    metric.unit, ratio, reference, median, metric.unit);
         a.details = {
             {"rank", static_cast<int64_t>(rank.rank)},
             {"label", label},

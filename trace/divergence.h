@@ -32,13 +32,21 @@ struct RankTrace {
 };
 
 // Anomalies of type kRankDivergence (severity warning), in layer order of the first rank, then by
-// rank. Needs at least 3 ranks (with 2 there is no majority): fewer give none.
-// A rank is flagged only when it also departs from the median of ALL ranks by more than the
-// threshold, so that with 3 ranks the normal ranks (whose others' median is pulled halfway to the
-// straggler) are not flagged with it. Ranks without a record, layers or values missing on a rank,
-// non-finite values and a zero median are skipped; invalid thresholds give none (see Validate).
+// rank. The rule depends on how many ranks have a value for the layer:
+//  - 3 or more: a rank is flagged when it departs from the median of the OTHER ranks by more than
+//    the threshold and also from the median of ALL ranks by more than the threshold, so that with
+//    3 ranks the normal ranks (whose others' median is pulled halfway to the straggler) are not
+//    flagged with it. A rank far faster (or with a far smaller norm) than the rest is flagged too.
+//  - exactly 2: there is no majority, so the larger value is judged against the smaller one: the
+//    slower rank (latency) or the rank with the larger gradient norm is flagged when it exceeds
+//    the other by more than the threshold (relative to the other). The faster rank is never
+//    flagged: stragglers are what a two-rank job has to find.
+//  - 1: nothing to compare with.
+// Ranks without a record, layers or values missing on a rank, non-finite values and a zero
+// reference are skipped; invalid thresholds give none (see Validate).
 // details: rank (int), label, metric ("latency_ms" | "grad_norm"), value, median (the other
-// ranks'), ratio (value / median), threshold, ranks_compared.
+// ranks' median; with 2 ranks the other rank's value), ratio (value / median), threshold,
+// ranks_compared.
 std::vector<Anomaly> DetectRankDivergence(const std::vector<RankTrace>& ranks,
                                           const DivergenceThresholds& thresholds = {});
 

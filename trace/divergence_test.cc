@@ -86,16 +86,52 @@ TEST(DetectRankDivergence, FastRankIsFlaggedToo) {
   for (const Anomaly& a : found) EXPECT_EQ(RankOf(a), 3);
 }
 
-TEST(DetectRankDivergence, TwoRanksGiveNone) {
-  const std::vector<TraceRecord> records = Records({1.0, 10.0});
-  EXPECT_TRUE(DetectRankDivergence(Ranks(records)).empty());
+TEST(DetectRankDivergence, OfTwoRanksTheSlowerIsFlaggedAgainstTheFaster) {
+  // The case: a two-rank job with one rank 14x slower.
+  for (const std::vector<double>& scales :
+       {std::vector<double>{1.0, 14.0}, std::vector<double>{14.0, 1.0}}) {
+    const std::vector<TraceRecord> records = Records(scales);
+    const int64_t slow = scales[0] > scales[1] ? 0 : 1;
+    const std::vector<Anomaly> found = DetectRankDivergence(Ranks(records));
+    ASSERT_EQ(found.size(), 3u);
+    for (const Anomaly& a : found) {
+      EXPECT_EQ(RankOf(a), slow);
+      EXPECT_EQ(MetricOf(a), "latency_ms");
+      EXPECT_DOUBLE_EQ(std::get<double>(*FindDetail(a.details, "ratio")), 14.0);
+      EXPECT_EQ(std::get<int64_t>(*FindDetail(a.details, "ranks_compared")), 2);
+      EXPECT_TRUE(absl::StrContains(a.message, "14.00x the other rank's")) << a.message;
+    }
+  }
+}
+
+TEST(DetectRankDivergence, OfTwoRanksWithinThresholdOrOneRankGiveNone) {
+  EXPECT_TRUE(DetectRankDivergence(Ranks(Records({1.0, 1.4}))).empty());  // 0.4 < 0.5.
+  EXPECT_TRUE(DetectRankDivergence(Ranks(Records({1.0}))).empty());
   EXPECT_TRUE(DetectRankDivergence({}).empty());
+}
+
+TEST(DetectRankDivergence, OfTwoRanksTheLargerGradNormIsFlagged) {
+  std::vector<TraceRecord> records = Records({1.0, 1.0});
+  records[0].layers[1].grad_norm = 3.0;
+  const std::vector<Anomaly> found = DetectRankDivergence(Ranks(records));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(RankOf(found[0]), 0);
+  EXPECT_EQ(found[0].layer, "b");
+  EXPECT_EQ(MetricOf(found[0]), "grad_norm");
 }
 
 TEST(DetectRankDivergence, RanksWithoutARecordDoNotCount) {
   const std::vector<TraceRecord> records = Records({1.0, 10.0});
   std::vector<RankTrace> ranks = Ranks(records);
   ranks.push_back({2, "", nullptr});
+  // Judged as a two-rank job: the slow rank against the other one, the empty rank not at all.
+  const std::vector<Anomaly> found = DetectRankDivergence(ranks);
+  ASSERT_EQ(found.size(), 3u);
+  for (const Anomaly& a : found) {
+    EXPECT_EQ(RankOf(a), 1);
+    EXPECT_EQ(std::get<int64_t>(*FindDetail(a.details, "ranks_compared")), 2);
+  }
+  ranks[0].record = nullptr;  // One rank left: nothing to compare with.
   EXPECT_TRUE(DetectRankDivergence(ranks).empty());
 }
 
@@ -146,12 +182,16 @@ TEST(DetectRankDivergence, FastLayersUnderMinLatencyAreIgnored) {
   EXPECT_TRUE(DetectRankDivergence(Ranks(records), t).empty());
 }
 
-TEST(DetectRankDivergence, LayersMissingOnSomeRanksNeedThreeValues) {
+TEST(DetectRankDivergence, LayersMissingOnSomeRanksAreJudgedAmongTheRanksThatHaveThem) {
   std::vector<TraceRecord> records = Records({1.0, 1.0, 1.0});
-  records[0].layers.push_back(Layer("only0", 1.0));
-  records[1].layers.push_back(Layer("only0", 9.0));
-  records[2].layers.push_back(Layer("extra", 1.0));  // Only on rank 2: no comparison.
-  EXPECT_TRUE(DetectRankDivergence(Ranks(records)).empty());
+  records[0].layers.push_back(Layer("only01", 1.0));
+  records[1].layers.push_back(Layer("only01", 9.0));  // Two values: the two-rank rule.
+  records[2].layers.push_back(Layer("extra", 1.0));   // Only on rank 2: no comparison.
+  const std::vector<Anomaly> found = DetectRankDivergence(Ranks(records));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].layer, "only01");
+  EXPECT_EQ(RankOf(found[0]), 1);
+  EXPECT_EQ(std::get<int64_t>(*FindDetail(found[0].details, "ranks_compared")), 2);
 }
 
 TEST(DetectRankDivergence, NonFiniteAndMissingValuesAreSkipped) {

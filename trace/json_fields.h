@@ -97,12 +97,21 @@ enum TensorField {
   kMax,
   kNanCount,
   kInfCount,
+  // Ours, written only when set (a -Inf, a finite part that is all zero): what trace/nonfinite.h
+  // tells a mask by. The library ignores them.
+  kNegInfCount,
+  kFiniteAllZero,
   kNonFinite,  // Ours: the counts of a tensor without statistics (TensorInfo::nonfinite).
   kNumTensorFields,
 };
 inline constexpr std::string_view kTensorFields[kNumTensorFields] = {
-    "shape", "dtype", "device", "mean", "std", "min", "max", "nan_count", "inf_count", "nonfinite",
+    "shape",     "dtype",         "device",          "mean",      "std", "min", "max", "nan_count",
+    "inf_count", "neg_inf_count", "finite_all_zero", "nonfinite",
 };
+
+// A layer key of ours outside kLayerFields (which mirrors the library's dataclass, see
+// json_layer_keys.h): written after "has_inf" only when true (LayerTrace::inf_in_masks_only).
+inline constexpr std::string_view kInfInMasksOnlyKey = "inf_in_masks_only";
 
 // The modelled keys of the metadata object, in writing order. Others are kept as
 // TraceMetadata::extra.

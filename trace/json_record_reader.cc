@@ -151,6 +151,18 @@ class Reader : public ElementReader {
             s = ShapeError(sub, "expected \"nan\" or \"inf\"");
           }
         }
+      } else if (field.key == "pass") {
+        std::string pass;
+        s = ReadString(field.value, sub, &pass);
+        if (s.ok()) {
+          if (pass == "backward") {
+            origin.backward = true;
+          } else if (pass == "forward") {
+            origin.backward = false;
+          } else {
+            s = ShapeError(sub, "expected \"forward\" or \"backward\"");
+          }
+        }
       } else if (field.key == "op") {
         s = ReadString(field.value, sub, &origin.op);
       } else if (field.key == "op_func") {
@@ -252,7 +264,16 @@ class Reader : public ElementReader {
     int guess = 0;
     for (const auto field : obj) {
       const int id = FindField(kLayerFields, field.key, guess);
-      if (id < 0) continue;  // Unknown layer keys are ignored.
+      if (id < 0) {
+        if (field.key == kInfInMasksOnlyKey) {
+          if (auto s =
+                  ReadBool(field.value, Path{&path, kInfInMasksOnlyKey}, &l->inf_in_masks_only);
+              !s.ok()) {
+            return s;
+          }
+        }
+        continue;  // Unknown layer keys are ignored.
+      }
       guess = id + 1;
       seen |= uint64_t{1} << id;
       const Path sub{&path, kLayerFields[id]};
@@ -444,6 +465,12 @@ class Reader : public ElementReader {
           have_stats = true;
           s = ReadInt(v, sub, &stats.inf_count);
           break;
+        case kNegInfCount:
+          s = ReadInt(v, sub, &stats.neg_inf_count);
+          break;
+        case kFiniteAllZero:
+          s = ReadBool(v, sub, &stats.finite_all_zero);
+          break;
         case kNonFinite:
           s = ReadNonFinite(v, sub, &nonfinite);
           break;
@@ -474,6 +501,10 @@ class Reader : public ElementReader {
         s = ReadInt(field.value, sub, &counts.nan_count);
       } else if (field.key == kTensorFields[kInfCount]) {
         s = ReadInt(field.value, sub, &counts.inf_count);
+      } else if (field.key == kTensorFields[kNegInfCount]) {
+        s = ReadInt(field.value, sub, &counts.neg_inf_count);
+      } else if (field.key == kTensorFields[kFiniteAllZero]) {
+        s = ReadBool(field.value, sub, &counts.finite_all_zero);
       }
       if (!s.ok()) return s;
     }

@@ -44,6 +44,19 @@ void WriteDetails(const Details& details, JsonWriter& w) {
   w.EndObject();
 }
 
+// The facts a mask is told by (trace/nonfinite.h), only when they say something: a file of a
+// healthy run is byte for byte what it was.
+void WriteMaskFacts(int64_t neg_inf_count, bool finite_all_zero, JsonWriter& w) {
+  if (neg_inf_count > 0) {
+    w.PlainKey(kTensorFields[kNegInfCount]);
+    w.Int(neg_inf_count);
+  }
+  if (finite_all_zero) {
+    w.PlainKey(kTensorFields[kFiniteAllZero]);
+    w.Bool(true);
+  }
+}
+
 }  // namespace
 
 void WriteTensor(const TensorInfo& t, JsonWriter& w) {
@@ -69,6 +82,7 @@ void WriteTensor(const TensorInfo& t, JsonWriter& w) {
     w.Int(t.stats->nan_count);
     w.PlainKey(kTensorFields[kInfCount]);
     w.Int(t.stats->inf_count);
+    WriteMaskFacts(t.stats->neg_inf_count, t.stats->finite_all_zero, w);
   } else if (t.nonfinite) {
     w.PlainKey(kTensorFields[kNonFinite]);
     w.BeginObject();
@@ -76,6 +90,7 @@ void WriteTensor(const TensorInfo& t, JsonWriter& w) {
     w.Int(t.nonfinite->nan_count);
     w.PlainKey(kTensorFields[kInfCount]);
     w.Int(t.nonfinite->inf_count);
+    WriteMaskFacts(t.nonfinite->neg_inf_count, t.nonfinite->finite_all_zero, w);
     w.EndObject();
   }
   w.EndObject();
@@ -129,6 +144,10 @@ void WriteLayer(const LayerTrace& l, JsonWriter& w) {
   w.Bool(l.has_nan);
   key(kHasInf);
   w.Bool(l.has_inf);
+  if (l.inf_in_masks_only) {
+    w.PlainKey(kInfInMasksOnlyKey);
+    w.Bool(true);
+  }
   key(kGradNorm);
   w.OptDouble(l.grad_norm);
   key(kGradMean);
@@ -192,6 +211,10 @@ void WriteMetadata(const TraceMetadata& m, JsonWriter& w) {
     w.Int(m.nan_origin->step);
     w.PlainKey("kind");
     w.String(m.nan_origin->is_nan ? "nan" : "inf");
+    if (m.nan_origin->backward) {
+      w.PlainKey("pass");
+      w.String("backward");
+    }
     if (!m.nan_origin->op.empty()) {
       w.PlainKey("op");
       w.String(m.nan_origin->op);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "trace/json_writer.h"
+#include "trace/nonfinite.h"
 
 namespace tracetorch {
 namespace {
@@ -51,6 +52,13 @@ void WriteOp(const AuditedOp& a, JsonWriter& w) {
   w.EndObject();
 }
 
+// Why no origin was named: nothing non-finite, or only masks and values that were absorbed.
+std::string NoneReason(int32_t nonfinite_ops) {
+  if (nonfinite_ops == 0) return "every output finite";
+  return absl::StrCat(nonfinite_ops, nonfinite_ops == 1 ? " op" : " ops",
+                      " held only masks or -inf that was absorbed");
+}
+
 std::string Where(const AuditedOp& a) {
   return a.module.empty() ? a.label : absl::StrCat(a.label, " in ", a.module);
 }
@@ -70,20 +78,15 @@ OpAuditReport AuditOpGraph(const OpGraph& g) {
   OpAuditReport r;
   r.model_name = g.model_name;
   r.ops = static_cast<int32_t>(g.ops.size());
-  for (const OpGraphInput& in : g.inputs) {
-    if (r.nan_input.empty() && (NanCount(in.tensor) > 0 || InfCount(in.tensor) > 0)) {
-      r.nan_input = in.name;
-    }
-  }
-  if (g.nan_origin && *g.nan_origin >= 0 && static_cast<size_t>(*g.nan_origin) < g.ops.size()) {
-    r.nan_origin = Describe(g, *g.nan_origin);
-  }
+  // The rule of trace/nonfinite.h, from the statistics (not the graph's own nan_origin field, which
+  // a file written by an older version decided by another rule).
+  const OpTrouble trouble = FindOpTrouble(g);
+  if (trouble.input) r.nan_input = g.inputs[static_cast<size_t>(*trouble.input)].name;
+  if (trouble.origin) r.nan_origin = Describe(g, *trouble.origin);
+  r.nonfinite_ops = trouble.nonfinite_ops;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const OpNode& op = g.ops[i];
     if (!op.outputs.empty() && op.outputs[0].stats) ++r.ops_with_stats;
-    bool nonfinite = false;
-    for (const TensorInfo& t : op.outputs) nonfinite = nonfinite || NanCount(t) + InfCount(t) > 0;
-    r.nonfinite_ops += nonfinite ? 1 : 0;
     if (!AllZero(op)) continue;
     std::string after;
     if (IsActivation(op.func_name)) {
@@ -149,7 +152,7 @@ std::string RenderOpAudit(const OpAuditReport& r) {
     absl::StrAppend(&out, "  non-finite origin  the input ", r.nan_input, " (", r.nonfinite_ops,
                     " ops non-finite)\n");
   } else {
-    absl::StrAppend(&out, "  non-finite origin  none (every output finite)\n");
+    absl::StrAppend(&out, "  non-finite origin  none (", NoneReason(r.nonfinite_ops), ")\n");
   }
   if (r.dead.empty()) {
     absl::StrAppend(&out, "  dead outputs       none\n");

@@ -2,9 +2,11 @@
 // NaN/Inf first appeared and which activations died. What needs the tensors (the replay, the
 // exact zero fraction of an almost-dead output) is the agent's: tracetorch.audit in Python.
 //
-//   non-finite origin  graph.nan_origin (the first op whose tensor inputs were finite and whose
-//                      output was not), with its module pass; or, when a graph input already
-//                      held NaN/Inf, that input.
+//   non-finite origin  where trouble that mattered entered (trace/nonfinite.h: a NaN anywhere,
+//                      or an Inf outside a mask that reached a module's or the model's output),
+//                      walked back to the first op whose inputs carried none, with its module
+//                      pass; or, when it came in with a graph input, that input. Masks and the
+//                      -inf that softmax, masked_fill or where absorb are not findings.
 //   dead outputs       ops whose output is all zeros (statistics min == max == 0) and that are
 //                      an activation (relu, gelu, ...) or read one's output directly: a dead
 //                      ReLU and what it feeds. The zero fraction is 1 here; statistics do not
@@ -44,8 +46,8 @@ struct OpAuditReport {
   int32_t ops = 0;
   int32_t ops_with_stats = 0;  // Ops whose output statistics were captured.
   std::optional<AuditedOp> nan_origin;
-  std::string nan_input;      // A graph input that already held NaN/Inf ("x"); "" when none.
-  int32_t nonfinite_ops = 0;  // Ops with a NaN/Inf in an output.
+  std::string nan_input;      // A graph input that brought the trouble in ("x"); "" when none.
+  int32_t nonfinite_ops = 0;  // Ops with a NaN/Inf in an output (masks and absorbed ones too).
   std::vector<AuditedOp> dead;
 };
 

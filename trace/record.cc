@@ -68,6 +68,16 @@ int64_t InfCount(const TensorInfo& t) {
   return t.nonfinite.has_value() ? t.nonfinite->inf_count : 0;
 }
 
+int64_t NegInfCount(const TensorInfo& t) {
+  if (t.stats.has_value()) return t.stats->neg_inf_count;
+  return t.nonfinite.has_value() ? t.nonfinite->neg_inf_count : 0;
+}
+
+bool FiniteAllZero(const TensorInfo& t) {
+  if (t.stats.has_value()) return t.stats->finite_all_zero;
+  return t.nonfinite.has_value() && t.nonfinite->finite_all_zero;
+}
+
 const DetailValue* FindDetail(const Details& details, std::string_view key) {
   for (const auto& [k, v] : details) {
     if (k == key) return &v;

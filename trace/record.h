@@ -26,6 +26,11 @@ namespace tracetorch {
 
 // Statistics of one tensor. mean/std/min/max are computed over finite elements only (population
 // std); they are nullopt for non-float and empty tensors. nan_count/inf_count cover every element.
+//
+// neg_inf_count and finite_all_zero are the facts trace/nonfinite.h needs to tell a mask from
+// trouble; they are measured only for a tensor that holds a NaN or an Inf (0 and false otherwise).
+// A reader of a file or a stream without them (tracetorch-ml, an older agent) keeps 0 and false:
+// every Inf then counts as an Inf outside a mask, the meaning such files always had.
 struct TensorStats {
   std::optional<double> mean;
   std::optional<double> std;
@@ -33,6 +38,8 @@ struct TensorStats {
   std::optional<double> max;
   int64_t nan_count = 0;
   int64_t inf_count = 0;
+  int64_t neg_inf_count = 0;     // How many of the inf_count values are -Inf.
+  bool finite_all_zero = false;  // Every finite element is 0 (or there is none).
 
   friend bool operator==(const TensorStats&, const TensorStats&);
   friend bool operator!=(const TensorStats& a, const TensorStats& b) { return !(a == b); }
@@ -43,6 +50,8 @@ struct TensorStats {
 struct NonFiniteCounts {
   int64_t nan_count = 0;
   int64_t inf_count = 0;
+  int64_t neg_inf_count = 0;     // As in TensorStats.
+  bool finite_all_zero = false;  // As in TensorStats.
 
   friend bool operator==(const NonFiniteCounts&, const NonFiniteCounts&);
 };
@@ -63,9 +72,11 @@ struct TensorInfo {
 };
 
 // The NaN (Inf) count of `t`, from its statistics or from its counts without statistics; 0 when
-// neither was measured.
+// neither was measured. NegInfCount and FiniteAllZero likewise (0 / false).
 int64_t NanCount(const TensorInfo& t);
 int64_t InfCount(const TensorInfo& t);
+int64_t NegInfCount(const TensorInfo& t);
+bool FiniteAllZero(const TensorInfo& t);
 
 // Everything recorded for one module (layer), aggregated over all its calls.
 struct LayerTrace {
@@ -87,6 +98,10 @@ struct LayerTrace {
   int64_t forward_count = 0;
   bool has_nan = false;  // Sticky: any output ever held NaN.
   bool has_inf = false;  // Sticky: any output ever held +/-Inf.
+  // With has_inf: every Inf an output of this layer ever held was inside a mask
+  // (trace/nonfinite.h), so it is no anomaly. False when any was not, and in files that do not say
+  // (tracetorch-ml). JSON: "inf_in_masks_only": true after "has_inf", written only when true.
+  bool inf_in_masks_only = false;
 
   // Gradient with respect to the layer's (first) output, latest backward.
   std::optional<double> grad_norm;
@@ -164,13 +179,23 @@ struct Anomaly {
 // The type's JSON spelling: unknown_type for kUnknown, ToString(type) otherwise.
 std::string_view TypeName(const Anomaly& anomaly);
 
-// Where a non-finite value first appeared in a run (see anomaly.h): the model input, or the first
-// layer, in execution order, whose inputs were finite and whose outputs were not.
+// Where non-finite trouble first appeared in a run (the rule is trace/nonfinite.h's): the model
+// input, the first layer, in execution order, whose inputs carried no trouble and whose outputs
+// did, the model's own code outside its layers, or, for trouble first born in the backward, the
+// first layer whose output gradient was finite and whose input gradient was not (or the loss).
 struct NanOrigin {
   static constexpr std::string_view kModelInput = "<input>";
-  std::string layer;   // full_name, or kModelInput.
+  // The model's own forward code, outside any of its layers (the root module's inline ops).
+  static constexpr std::string_view kModelCode = "<root>";
+  // Backward only: the gradient held it before any layer's backward ran (the loss, or code of the
+  // model's forward outside its layers).
+  static constexpr std::string_view kLoss = "<loss>";
+  std::string layer;   // full_name, or one of the names above.
   int64_t step = 0;    // 0-based forward pass (step) in which it appeared.
   bool is_nan = true;  // false: the first non-finite value was +/-Inf, not NaN.
+  // It first appeared in the backward of that step (a gradient), not in its forward. JSON:
+  // "pass": "backward" beside "kind", only when set.
+  bool backward = false;
   // The operation where it entered, when the session recorded ops (TraceSession(ops="on_nan")):
   // the op's label ("log_1_12"), func_name ("log") and module address (OpGraph::ModuleAddress:
   // "layer1.0", "block:2", "<root>"). All empty otherwise, or when the value entered with the

@@ -111,7 +111,12 @@ void CaptureEngine::Uninstall() {
   {
     at::DisableRecordFunctionGuard no_callbacks;
     CloseAll();
-    if (watch_ != nullptr) Guard("ops_stop", [&] { watch_->AbortStep(); });
+    if (watch_ != nullptr) {
+      Guard("ops_stop", [&] {
+        watch_->AbortStep();
+        OpsSync();  // The last step's backward may have named an origin.
+      });
+    }
   }
   handed_op_.reset();
   ops_sink_.reset();
@@ -416,6 +421,7 @@ void CaptureEngine::OpenFrame(Frame& f) {
       f.pass = watch_->PushModule(n.full_name, n.type, inputs_, n.params);
       return;
     }
+    OpsSync();  // The previous step's backward may have named an origin.
     const int64_t skipped = watch_->skipped_steps();
     watch_->BeginStep(tracer_->steps() - 1, inputs_);
     if (watch_->recording() && in_op_start_) hand_over_op_ = true;
@@ -443,28 +449,26 @@ void CaptureEngine::OpsClose(Frame& f, const std::vector<at::Tensor>* outputs) {
       watch_->AbortStep();
     }
     if (watch_->hook_errors() > errors) tracer_->errors().Record("ops", watch_->first_error());
-    OpsStepEnded();
+    OpsSync();
   });
 }
 
-void CaptureEngine::OpsStepEnded() {
-  bool newly_kept = false;
+void CaptureEngine::OpsSync() {
+  std::optional<std::optional<NanOrigin>> report = watch_->TakeReport(tracer_->nan_origin());
   {
     absl::MutexLock lock(&ops_mu_);
     ops_counts_ = OpsCounts{watch_->recorded_steps(), watch_->skipped_steps()};
-    newly_kept = watch_->kept() != nullptr && kept_ == nullptr;
   }
-  if (!newly_kept) return;
+  if (!report) return;  // No graph kept just now.
+  // Trouble the layers did not see (absorbed inside a module) gets the session its origin.
+  if (*report) tracer_->AdoptNanOrigin(**report);
   auto kept = std::make_shared<KeptOps>(KeptOps{watch_->kept_json(), watch_->kept_origin()});
   {
     absl::MutexLock lock(&ops_mu_);
     kept_ = kept;
   }
-  if (ops_sink_ != nullptr) {  // Streamed once, with the origin that now names its op.
-    std::optional<NanOrigin> origin = tracer_->nan_origin();
-    if (origin) kept->origin.Annotate(&*origin);
-    ops_sink_->SendOpGraph(origin, kept->json);
-  }
+  // Streamed once, with the origin that now names its op.
+  if (ops_sink_ != nullptr) ops_sink_->SendOpGraph(*report, kept->json);
 }
 
 void CaptureEngine::EnableOps(std::string model_name, std::shared_ptr<agent::DaemonSink> sink) {

@@ -154,8 +154,10 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   void OpenFrame(Frame& f);
   // The op watch's side of a frame that ended with `outputs` (nullptr: it raised).
   void OpsClose(Frame& f, const std::vector<at::Tensor>* outputs);
-  // After the watch's step ended: counts its errors, publishes and streams a kept graph.
-  void OpsStepEnded();
+  // Before and after each watched step and at the end: tells the watch the layer trace's origin
+  // (a backward origin keeps its step's graph), publishes the counts, and publishes and streams a
+  // graph kept just now (adopting its origin when the layers have none).
+  void OpsSync();
   // Fills inputs_ with the operator's tensor inputs that are not parameters or buffers (or
   // aliases of their storage).
   void CollectInputs(const at::RecordFunction& fn);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace tracetorch::libtorch_internal {
@@ -53,9 +54,14 @@ int32_t ModuleTree::AddNode(int32_t parent, std::string name, std::string type, 
 
 ModuleTree ModuleTree::FromCpp(const torch::nn::Module& module) {
   ModuleTree tree;
-  auto direct_params = [](const torch::nn::Module& m) {
+  // A parameter shared by several modules (tied weights) counts for the first that owns it, in
+  // named_modules order, as named_parameters() lists it: the layers add up to the model.
+  absl::flat_hash_set<const c10::TensorImpl*> seen;
+  auto direct_params = [&seen](const torch::nn::Module& m) {
     int64_t n = 0;
-    for (const auto& p : m.named_parameters(/*recurse=*/false)) n += Numel(p.value());
+    for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+      if (seen.insert(p.value().unsafeGetTensorImpl()).second) n += Numel(p.value());
+    }
     return n;
   };
   const std::string root_type = CppTypeName(module);
@@ -83,9 +89,12 @@ ModuleTree ModuleTree::FromCpp(const torch::nn::Module& module) {
 
 ModuleTree ModuleTree::FromScript(const torch::jit::Module& module) {
   ModuleTree tree;
-  auto direct_params = [](const torch::jit::Module& m) {
+  absl::flat_hash_set<const c10::TensorImpl*> seen;  // Tied weights count once (see FromCpp).
+  auto direct_params = [&seen](const torch::jit::Module& m) {
     int64_t n = 0;
-    for (const auto& p : m.named_parameters(/*recurse=*/false)) n += Numel(p.value);
+    for (const auto& p : m.named_parameters(/*recurse=*/false)) {
+      if (seen.insert(p.value.unsafeGetTensorImpl()).second) n += Numel(p.value);
+    }
     return n;
   };
   const std::string root_type = ScriptTypeName(module);

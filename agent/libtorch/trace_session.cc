@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/daemon_sink.h"
+#include "agent/flight_setup.h"
 #include "agent/libtorch/capture_engine.h"
 #include "agent/libtorch/module_tree.h"
 #include "agent/summary.h"
@@ -38,6 +39,7 @@ using libtorch_internal::ModuleTree;
 struct TraceSession::Impl {
   // Constant after Create().
   std::shared_ptr<agent::Tracer> tracer;
+  std::shared_ptr<flight::Recorder> recorder;  // Null: none (agent/flight_setup.h).
   std::shared_ptr<CaptureEngine> engine;
   TraceSessionOptions options;
   TraceMetadata metadata;
@@ -152,6 +154,8 @@ absl::StatusOr<std::unique_ptr<TraceSession::Impl>> TraceSession::Impl::Make(
   if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
   impl->tracer = *tracer;
+  impl->recorder = agent::MakeFlightRecorder();
+  impl->tracer->SetFlightRecorder(impl->recorder);
   impl->metadata = std::move(metadata);
   impl->engine = std::make_shared<CaptureEngine>(*tracer, std::move(tree), mode, script_self);
   return impl;
@@ -229,6 +233,7 @@ absl::Status TraceSession::Start() {
     agent::DaemonSinkOptions sink_options;
     sink_options.client.address = impl_->options.daemon_address;
     sink_options.client.identity = protocol::IdentityFor(impl_->metadata);
+    sink_options.flight_recorder = impl_->recorder;
     absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
         agent::DaemonSink::Create(std::move(sink_options));
     if (!sink.ok()) return sink.status();
@@ -252,7 +257,7 @@ absl::Status TraceSession::Start() {
     std::weak_ptr<agent::Tracer> weak = impl_->tracer;
     absl::StatusOr<std::unique_ptr<agent::WatchFlusher>> flusher = agent::WatchFlusher::Start(
         impl_->options.watch_path, impl_->options.watch_interval, [weak]() -> TraceRecord {
-          if (std::shared_ptr<agent::Tracer> t = weak.lock()) return t->Snapshot();
+          if (std::shared_ptr<agent::Tracer> t = weak.lock()) return t->WatchSnapshot();
           return TraceRecord{};
         });
     if (!flusher.ok()) {

@@ -4,6 +4,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,61 @@ TEST(TraceSessionOps, CppTrainingLoopNamesThePlantedOp) {
   ASSERT_TRUE((*session)->Stop().ok());
   EXPECT_TRUE((*session)->op_graph_json().empty());
   EXPECT_TRUE((*session)->record().op_graph_json.empty());
+}
+
+// Attention with an additive causal mask inside the block, then the planted log: the mask's -inf
+// at every step must neither stop the recording nor be taken for the origin.
+struct MaskedBlockImpl : nn::Module {
+  MaskedBlockImpl() : fc(register_module("fc", nn::Linear(4, 4))) {}
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask) {
+    ModuleScope scope(*this);
+    const at::Tensor h = fc(x);
+    const at::Tensor attn = torch::softmax(torch::matmul(h, h.t()) + mask, -1);
+    return torch::log(x.slice(1, 0, 1) + 2.0) * torch::matmul(attn, h);
+  }
+  nn::Linear fc;
+};
+TORCH_MODULE(MaskedBlock);
+
+struct MaskedNetImpl : nn::Module {
+  MaskedNetImpl()
+      : block(register_module("block", MaskedBlock())),
+        head(register_module("head", nn::Linear(4, 2))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    ModuleScope scope(*this);
+    const int64_t n = x.size(0);
+    const at::Tensor mask =
+        torch::triu(torch::full({n, n}, -std::numeric_limits<float>::infinity()), 1);
+    return head(block(x, mask));
+  }
+  MaskedBlock block;
+  nn::Linear head;
+};
+TORCH_MODULE(MaskedNet);
+
+TEST(TraceSessionOps, ACausalMaskNeitherStopsTheRecordingNorIsTheOrigin) {
+  torch::manual_seed(6);
+  MaskedNet net;
+  TraceSessionOptions options;
+  options.ops = OpCapture::kOnNan;
+  auto session = TraceSession::Create(*net, options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  {
+    ScopedTrace trace(**session);
+    ASSERT_TRUE(trace.status().ok()) << trace.status();
+    for (int64_t step = 0; step < kNanStep + 2; ++step) {
+      net->forward(StepInput(step)).sum().backward();
+      EXPECT_EQ((*session)->op_graph_json().empty(), step < kNanStep) << step;
+    }
+  }
+  (void)ExpectLogOrigin(**session);
+  int activation_findings = 0;
+  for (const Anomaly& a : (*session)->anomalies()) {
+    if (a.type != AnomalyType::kNanActivation && a.type != AnomalyType::kInfActivation) continue;
+    ++activation_findings;
+    EXPECT_EQ(a.layer, "block") << a.message;  // One finding, on the origin; none for the mask.
+  }
+  EXPECT_EQ(activation_findings, 1);
 }
 
 TEST(TraceSessionOps, AbsentDaemonKeepsTheGraphInTheRecord) {

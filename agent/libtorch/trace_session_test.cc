@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
+#include "trace/forward_passes.h"
 #include "trace/json.h"
 
 namespace tracetorch {
@@ -478,6 +480,73 @@ TEST(TraceSessionCpp, ExportWritesJsonAndWatchFile) {
   absl::StatusOr<TraceRecord> watched = ReadTraceFile(watch);  // The final flush at Stop().
   ASSERT_TRUE(watched.ok()) << watched.status();
   EXPECT_EQ(watched->layers.size(), read->layers.size());
+}
+
+// The flight recorder (flight/layout.h) reaches the C++ door too: while a session runs, its
+// watch file says where the process is.
+TEST(TraceSessionCpp, WatchFileSaysWhereTheProcessIs) {
+  Net net;
+  const std::string watch = ::testing::TempDir() + "/h7_flight_watch.json";
+  std::filesystem::remove(watch);
+  TraceSessionOptions options;
+  options.watch_path = watch;
+  options.watch_interval = absl::Milliseconds(100);
+  auto session = TraceSession::Create(*net, options);
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Start().ok());
+  for (int i = 0; i < 3; ++i) net->forward(torch::randn({1, 3, 8, 8}));
+  std::string where;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (where.empty() && absl::Now() < deadline) {
+    absl::StatusOr<TraceRecord> r = ReadTraceFile(watch);
+    if (r.ok()) {
+      if (const std::string* p = r->metadata.FindExtra("flight_position"); p != nullptr) where = *p;
+    }
+    if (where.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE((*session)->Stop().ok());
+  // In or after the third forward (step 2): the extra is JSON text.
+  EXPECT_TRUE(absl::StartsWith(where, "\"step 2, ")) << where;
+}
+
+// A block run twice per forward: 6 calls of it in 3 forward passes.
+struct TwiceNetImpl : nn::Module {
+  TwiceNetImpl()
+      : stem(register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 8, 3).padding(1)))),
+        block(register_module("block", ScopedBlock(8))),
+        fc(register_module("fc", nn::Linear(8, 4))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    ModuleScope scope(*this);
+    x = block(block(stem(x)));
+    return fc(torch::flatten(torch::adaptive_avg_pool2d(x, {1, 1}), 1));
+  }
+  nn::Conv2d stem;
+  ScopedBlock block;
+  nn::Linear fc;
+};
+TORCH_MODULE(TwiceNet);
+
+// Forward passes are the root model's calls, in Summary(), the record and the exported file
+// (which `tracetorch summary` reads through the same trace/record.h ForwardPasses).
+TEST(TraceSessionCpp, ForwardPassesAreTheRootCallsEverywhere) {
+  TwiceNet net;
+  auto session = TraceSession::Create(*net);
+  ASSERT_TRUE(session.ok()) << session.status();
+  {
+    ScopedTrace trace(**session);
+    for (int i = 0; i < 3; ++i) net->forward(torch::randn({1, 3, 8, 8}));
+  }
+  const TraceRecord r = (*session)->record();
+  EXPECT_EQ(Layer(r, "block").forward_count, 6);
+  EXPECT_EQ((*session)->steps(), 3);
+  EXPECT_EQ(ForwardPasses(r), 3);
+  EXPECT_NE((*session)->Summary().find("\nForward passes: 3\n"), std::string::npos)
+      << (*session)->Summary();
+  const std::string out = ::testing::TempDir() + "/forward_passes_export.json";
+  ASSERT_TRUE((*session)->Export(out).ok());
+  absl::StatusOr<TraceRecord> read = ReadTraceFile(out);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(ForwardPasses(*read), 3);
 }
 
 TEST(TraceSessionCpp, AbsentDaemonDoesNotDisturbTheRecord) {

@@ -103,7 +103,8 @@ std::optional<NonFiniteCounts> CountNonFinite(const at::Tensor& t) {
   absl::StatusOr<TensorStats> counts =
       agent::ComputeTensorStats(t, agent::StatsMode::kNonFiniteOnly);
   if (!counts.ok()) return std::nullopt;
-  return NonFiniteCounts{counts->nan_count, counts->inf_count};
+  return NonFiniteCounts{counts->nan_count, counts->inf_count, counts->neg_inf_count,
+                         counts->finite_all_zero};
 }
 
 }  // namespace tracetorch::ops

@@ -44,14 +44,14 @@ TEST(FiniteScanTest, CountsMatchTheStatisticsKernelForEveryLayout) {
   x[1][2][3][4] = kNan;
   x[0][0][0][0] = kNan;
   x[3][7][5][4] = -kInf;
-  const NonFiniteCounts want{2, 1};
+  const NonFiniteCounts want{2, 1, 1};  // One of the Infs is -inf.
   EXPECT_EQ(CountNonFinite(x), want);
   EXPECT_EQ(CountNonFinite(x.to(at::kDouble)), want);
   // Dense but not contiguous: channels-last and a transposed matrix take the fast scan.
   EXPECT_EQ(CountNonFinite(x.contiguous(at::MemoryFormat::ChannelsLast)), want);
   EXPECT_EQ(CountNonFinite(x.reshape({32, 30}).t()), want);
   // Not dense: a strided view (the NaNs at even positions of the last dim only).
-  EXPECT_EQ(CountNonFinite(x.slice(/*dim=*/3, 0, 5, 2)), (NonFiniteCounts{2, 1}));
+  EXPECT_EQ(CountNonFinite(x.slice(/*dim=*/3, 0, 5, 2)), want);
   EXPECT_EQ(CountNonFinite(x.slice(/*dim=*/3, 1, 5, 2)), NonFiniteCounts{});
   // Other dtypes go to the statistics kernel: half counts, integers have none.
   EXPECT_EQ(CountNonFinite(x.to(at::kHalf)), want);
@@ -64,9 +64,10 @@ TEST(FiniteScanTest, LargeTensorsSplitAcrossThreadsFindTheLastElement) {
   at::Tensor x = at::zeros({(1 << 18) + 3});
   EXPECT_EQ(CountNonFinite(x), NonFiniteCounts{});
   x[x.numel() - 1] = kInf;
-  EXPECT_EQ(CountNonFinite(x), (NonFiniteCounts{0, 1}));
+  // Every finite value is 0 (a mask's pattern): finite_all_zero.
+  EXPECT_EQ(CountNonFinite(x), (NonFiniteCounts{0, 1, 0, true}));
   x[1 << 17] = kNan;
-  EXPECT_EQ(CountNonFinite(x), (NonFiniteCounts{1, 1}));
+  EXPECT_EQ(CountNonFinite(x), (NonFiniteCounts{1, 1, 0, true}));
 }
 
 }  // namespace

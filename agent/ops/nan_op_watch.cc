@@ -1,8 +1,13 @@
 #include "agent/ops/nan_op_watch.h"
 
+#include <algorithm>
+#include <optional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trace/nonfinite.h"
 #include "trace/op_graph_json.h"
 
 namespace tracetorch::ops {
@@ -10,17 +15,28 @@ namespace {
 
 bool NonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
 
-// Whether a NaN/Inf appeared anywhere in the step: an op's output or a graph input.
-bool AnyNonFinite(const OpGraph& g) {
-  for (const OpGraphInput& in : g.inputs) {
-    if (NonFinite(in.tensor)) return true;
-  }
-  for (const OpNode& op : g.ops) {
-    for (const TensorInfo& t : op.outputs) {
-      if (NonFinite(t)) return true;
-    }
+bool AnyNonFinite(const std::vector<TensorInfo>& tensors) {
+  for (const TensorInfo& t : tensors) {
+    if (NonFinite(t)) return true;
   }
   return false;
+}
+
+// The first op, in execution order, inside a pass of the module at `path` whose output held a
+// non-finite value (the forward's absorbed value whose backward made the NaN); nullopt if none.
+std::optional<int32_t> FirstNonFiniteOpIn(const OpGraph& g, std::string_view path) {
+  std::optional<int32_t> found;
+  for (const ModulePass& m : g.modules) {
+    if (m.path != path || m.first_op < 0) continue;
+    for (int32_t i = m.first_op; i <= m.last_op && static_cast<size_t>(i) < g.ops.size(); ++i) {
+      if (found && i >= *found) break;
+      if (AnyNonFinite(g.ops[static_cast<size_t>(i)].outputs)) {
+        found = i;
+        break;
+      }
+    }
+  }
+  return found;
 }
 
 OpRecorderOptions WatchOptions() {
@@ -106,15 +122,52 @@ void NanOpWatch::Finish(const std::vector<at::Tensor>* outputs) {
     hook_errors_ += recorder->hook_errors();
     if (first_error_.empty()) first_error_ = recorder->first_error();
   }
-  if (outputs == nullptr || !AnyNonFinite(recorder->graph())) return;
-  kept_ = std::move(recorder->mutable_graph());
+  previous_.reset();
+  if (outputs == nullptr) return;
+  const OpTrouble& trouble = recorder->trouble();
+  if (trouble.matters()) {
+    Keep(std::move(recorder->mutable_graph()), /*backward=*/false);
+  } else if (trouble.nonfinite_ops > 0) {
+    // Absorbed in the forward; held in case the backward of this step makes a NaN of it.
+    previous_ = std::move(recorder->mutable_graph());
+  }
+}
+
+void NanOpWatch::Keep(OpGraph graph, bool backward) {
+  kept_ = std::move(graph);
+  kept_backward_ = backward;
   kept_json_ = OpGraphToJson(*kept_, 0);
+  previous_.reset();
+}
+
+void NanOpWatch::NoteLayerOrigin(const std::optional<NanOrigin>& origin) {
+  if (kept_ || !origin || !origin->backward || !previous_ || !previous_->step ||
+      *previous_->step != origin->step) {
+    return;
+  }
+  previous_->nan_origin = FirstNonFiniteOpIn(*previous_, origin->layer);
+  kept_is_nan_ = origin->is_nan;
+  kept_layer_ = origin->layer;
+  Keep(*std::move(previous_), /*backward=*/true);
+}
+
+std::optional<std::optional<NanOrigin>> NanOpWatch::TakeReport(
+    const std::optional<NanOrigin>& layer_origin) {
+  NoteLayerOrigin(layer_origin);
+  if (!kept_ || reported_) return std::nullopt;
+  reported_ = true;
+  return Resolve(layer_origin);
 }
 
 void NanOpWatch::Reset() {
   AbortStep();
   params_.clear();
   kept_.reset();
+  kept_backward_ = false;
+  reported_ = false;
+  kept_is_nan_ = true;
+  kept_layer_.clear();
+  previous_.reset();
   kept_json_.clear();
   thread_.reset();
   recorded_steps_ = 0;
@@ -136,13 +189,49 @@ KeptOrigin NanOpWatch::kept_origin() const {
   KeptOrigin k;
   if (!kept_ || !kept_->step) return k;
   k.step = *kept_->step;
-  if (!kept_->nan_origin) return k;
+  k.backward = kept_backward_;
+  k.is_nan = kept_is_nan_;
+  k.layer = kept_backward_ ? kept_layer_ : std::string(NanOrigin::kModelInput);
+  if (!kept_->nan_origin) {
+    if (!kept_backward_) {
+      k.is_nan = std::any_of(kept_->inputs.begin(), kept_->inputs.end(),
+                             [](const OpGraphInput& in) { return NanCount(in.tensor) > 0; });
+    }
+    return k;
+  }
   const OpNode& op = kept_->ops[static_cast<size_t>(*kept_->nan_origin)];
   k.has_op = true;
   k.op = op.label;
   k.op_func = op.func_name;
   k.op_module = kept_->ModuleAddress(op.module_pass);
+  const bool in_module =
+      op.module_pass > 0 && static_cast<size_t>(op.module_pass) < kept_->modules.size();
+  if (kept_backward_) return k;
+  k.layer = in_module ? kept_->modules[static_cast<size_t>(op.module_pass)].path
+                      : std::string(NanOrigin::kModelCode);
+  k.is_nan = AnyNan(op.outputs);
   return k;
+}
+
+std::optional<NanOrigin> NanOpWatch::Resolve(const std::optional<NanOrigin>& layer_origin) const {
+  const KeptOrigin k = kept_origin();
+  if (layer_origin) {
+    NanOrigin out = *layer_origin;
+    k.Annotate(&out);
+    return out;
+  }
+  if (!kept_ || !kept_->step) return std::nullopt;
+  NanOrigin out;
+  out.layer = k.layer;
+  out.step = k.step;
+  out.is_nan = k.is_nan;
+  out.backward = k.backward;
+  if (k.has_op) {
+    out.op = k.op;
+    out.op_func = k.op_func;
+    out.op_module = k.op_module;
+  }
+  return out;
 }
 
 bool NanOpWatch::Annotate(NanOrigin* origin) const { return kept_origin().Annotate(origin); }

@@ -1,11 +1,18 @@
 // Op-level NaN origin for a training loop (TraceSession(model, ops="on_nan")): records the ops of
 // every step's forward with an OpRecorder (no tensors kept, NaN/Inf counts only) and keeps the op
-// graph of the FIRST step where an op's output (or a graph input) held a NaN or an Inf. Later
-// steps are not recorded: the first origin is what matters, and a clean step then costs nothing.
+// graph of the FIRST step where non-finite trouble mattered (trace/nonfinite.h: a NaN anywhere, or
+// an Inf outside a mask that reached a module's or the model's output). A step whose non-finite
+// values were all masks or absorbed (the -inf of an attention mask turned into zeros by softmax)
+// is a clean step: it is dropped and recording goes on. Later steps are not recorded once a graph
+// is kept: the first origin is what matters, and a clean step then costs nothing.
 //
 // A step is one root forward: BeginStep() when the model's own forward starts, EndStep() when it
-// returns (the Tracer's steps: one per root call). The backward is not recorded (a NaN that first
-// appears in a gradient has no op origin here; the layer trace's grad_has_nan says it).
+// returns (the Tracer's steps: one per root call). The backward is not recorded. Trouble first
+// born in a gradient is found by the layer trace (a NanOrigin with `backward`); the watch keeps
+// the latest step's graph until the next step begins, and NoteLayerOrigin() with such an origin
+// keeps that graph and names, as its origin op, the first op of the origin layer whose forward
+// output held a non-finite value that was absorbed (log(0) inside a `where`: its backward is
+// 0 x inf = NaN); no op when there was none.
 //
 // Module containment: the caller brackets each module call inside the step with
 // PushModule/PopModule (the Python session's forward hooks, the libtorch door's module calls);
@@ -17,12 +24,13 @@
 //
 //   NanOpWatch watch("ResNet", "ResNet");
 //   watch.AddParameter("fc.weight", w, /*buffer=*/false);    // once, before the first step
+//   watch.TakeReport(tracer.nan_origin());                  // before each step and at the end
 //   watch.BeginStep(step, inputs);
 //   int32_t p = watch.PushModule("layer1.0", "BasicBlock", block_inputs, params);
 //   ...                                                    // the forward's ops run
 //   watch.PopModule(p, block_outputs);
 //   watch.EndStep(outputs);
-//   if (watch.kept() != nullptr) ... watch.kept()->nan_origin, watch.kept_json()
+//   if (auto report = watch.TakeReport(tracer.nan_origin())) stream(*report, watch.kept_json());
 //
 // Errors: nothing throws; a recorder that cannot start (another recorder active on the thread,
 // e.g. tl.trace running the model inside the session) skips that step and counts it in
@@ -58,6 +66,11 @@ struct KeptOrigin {
   std::string op;
   std::string op_func;
   std::string op_module;
+  // The origin op's innermost module path ("blocks.1.mlp"; NanOrigin::kModelCode for the root's
+  // own code), or NanOrigin::kModelInput when the trouble came with the input.
+  std::string layer;
+  bool is_nan = true;     // The trouble the graph kept for was a NaN (else an Inf).
+  bool backward = false;  // Kept for a layer origin in the backward (NoteLayerOrigin).
   // Sets origin->op/op_func/op_module when `origin` is at `step` and names a layer (not the
   // model input) and the graph names an op; returns whether it did.
   bool Annotate(NanOrigin* origin) const;
@@ -97,6 +110,24 @@ class NanOpWatch {
   std::unique_ptr<at::ObserverContext> StartOp(const at::RecordFunction& fn);
   void EndOp(const at::RecordFunction& fn, std::unique_ptr<at::ObserverContext> ctx);
 
+  // Tells the watch the layer trace's origin so far (nullopt: none). An origin in the backward at
+  // the step whose graph the watch still holds (the latest recorded one) keeps that graph (see
+  // above). Call it before each BeginStep and when the session ends. No-op once a graph is kept.
+  void NoteLayerOrigin(const std::optional<NanOrigin>& origin);
+
+  // The origin the record should carry, given the layer trace's (`layer_origin`): that one with
+  // the kept step's op named (Annotate); or, when the layer trace has none but a graph was kept
+  // (a NaN absorbed inside a module never reaches a module's output), the kept graph's own origin
+  // with its op's innermost module as the layer; else nullopt.
+  std::optional<NanOrigin> Resolve(const std::optional<NanOrigin>& layer_origin) const;
+
+  // What a front door calls before each step, after each step and when the session ends, with
+  // the layer trace's origin so far: notes it (NoteLayerOrigin) and, the first time a graph is
+  // kept, returns the origin to report with it (Resolve; inner nullopt: none); nullopt otherwise.
+  // The door then adopts that origin into the layer trace when it has none
+  // (Tracer::AdoptNanOrigin) and streams kept_json() with it once.
+  std::optional<std::optional<NanOrigin>> TakeReport(const std::optional<NanOrigin>& layer_origin);
+
   // Forgets the kept graph and the parameters (a new `with` block).
   void Reset();
 
@@ -131,8 +162,18 @@ class NanOpWatch {
   int32_t root_pass_ = -1;
   int64_t step_ = 0;
   std::optional<std::thread::id> thread_;
+  // Keeps `graph` (its nan_origin set) as the origin step's.
+  void Keep(OpGraph graph, bool backward);
+
   std::optional<OpGraph> kept_;
+  bool kept_backward_ = false;
+  bool reported_ = false;  // TakeReport() returned the kept graph's report.
+  bool kept_is_nan_ = true;
+  std::string kept_layer_;  // The layer origin a backward-kept graph was kept for.
   std::string kept_json_;
+  // The latest recorded step's graph, held until the next step begins, for a NaN the backward of
+  // that step makes (NoteLayerOrigin); only when an op output held a non-finite value.
+  std::optional<OpGraph> previous_;
   int64_t recorded_steps_ = 0;
   int64_t skipped_steps_ = 0;
   int64_t hook_errors_ = 0;

@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,89 @@ TEST(NanOpWatchTest, CleanStepsKeepNothingAndTheFirstNanStepIsKept) {
 
   watch.Reset();
   EXPECT_EQ(watch.kept(), nullptr);
+}
+
+// One attention-like step: the causal mask's -inf go into the scores and softmax absorbs them.
+// With `poison`, the block's output is multiplied by a NaN afterwards.
+void MaskedStep(NanOpWatch& watch, int64_t step, const at::Tensor& x, bool poison) {
+  watch.BeginStep(step, {x});
+  const at::Tensor mask =
+      at::triu(at::full({3, 3}, -std::numeric_limits<float>::infinity()), /*diagonal=*/1);
+  const int32_t attn = watch.PushModule("attn", "Attention", {x, mask}, 0);
+  at::Tensor scores = at::matmul(x, x.t()) + mask;
+  at::Tensor y = at::matmul(at::softmax(scores, -1), x);
+  if (poison) y = y * std::numeric_limits<float>::quiet_NaN();
+  watch.PopModule(attn, {y});
+  watch.EndStep({y});
+}
+
+TEST(NanOpWatchTest, MasksAbsorbedBySoftmaxAreCleanStepsAndRecordingGoesOn) {
+  const at::Tensor x = at::rand({3, 4});
+  NanOpWatch watch("Net", "Net");
+  MaskedStep(watch, 0, x, /*poison=*/false);
+  MaskedStep(watch, 1, x, /*poison=*/false);
+  EXPECT_EQ(watch.kept(), nullptr);
+  EXPECT_FALSE(watch.TakeReport(std::nullopt).has_value());
+  MaskedStep(watch, 2, x, /*poison=*/true);
+  ASSERT_NE(watch.kept(), nullptr);
+  EXPECT_EQ(watch.kept()->step, 2);
+  EXPECT_EQ(watch.recorded_steps(), 3);
+  const OpGraph& g = *watch.kept();
+  ASSERT_TRUE(g.nan_origin.has_value());
+  EXPECT_EQ(g.ops[*g.nan_origin].func_name, "mul");  // Not the mask's full/triu/add.
+}
+
+// A step whose block guards a log with `where`: log(0) = -inf in the forward, absorbed; its
+// backward would be 0 * inf = NaN.
+void GuardedLogStep(NanOpWatch& watch, int64_t step, const at::Tensor& x, double shift) {
+  watch.BeginStep(step, {x});
+  const int32_t block = watch.PushModule("block", "Block", {x}, 0);
+  at::Tensor h = x + shift;
+  at::Tensor y = at::where(h > 0, at::log(h * (h > 0)), at::zeros_like(h));
+  watch.PopModule(block, {y});
+  watch.EndStep({y});
+}
+
+TEST(NanOpWatchTest, ABackwardOriginKeepsItsStepsGraphAndNamesTheAbsorbedOp) {
+  const at::Tensor x = at::rand({2, 3}) - 0.5;  // Some h <= 0.
+  NanOpWatch watch("Net", "Net");
+  GuardedLogStep(watch, 0, x, 0.0);
+  EXPECT_EQ(watch.kept(), nullptr);  // -inf absorbed: a clean step.
+  NanOrigin forward{"block", 0, true};
+  EXPECT_FALSE(watch.TakeReport(forward).has_value());  // Not a backward origin.
+  GuardedLogStep(watch, 1, x, 0.0);
+  NanOrigin backward{"block", 1, true};
+  backward.backward = true;
+  NanOrigin stale = backward;
+  stale.step = 0;  // The watch holds step 1's graph only.
+  EXPECT_FALSE(watch.TakeReport(stale).has_value());
+  std::optional<std::optional<NanOrigin>> report = watch.TakeReport(backward);
+  ASSERT_TRUE(report.has_value() && report->has_value());
+  const NanOrigin& o = **report;
+  EXPECT_EQ(o.layer, "block");
+  EXPECT_EQ(o.step, 1);
+  EXPECT_TRUE(o.backward);
+  EXPECT_EQ(o.op_func, "log");
+  EXPECT_EQ(o.op_module, "block");
+  ASSERT_NE(watch.kept(), nullptr);
+  EXPECT_EQ(watch.kept()->step, 1);
+  EXPECT_FALSE(watch.TakeReport(backward).has_value());  // Reported once.
+}
+
+TEST(NanOpWatchTest, ANanAbsorbedInsideAModuleGivesItsOwnOrigin) {
+  const at::Tensor x = -at::rand({2, 3}) - 0.5;  // log of a negative: NaN, dropped by `where`.
+  NanOpWatch watch("Net", "Net");
+  watch.BeginStep(0, {x});
+  const int32_t block = watch.PushModule("block", "Block", {x}, 0);
+  at::Tensor y = at::where(x > 0, at::log(x), at::zeros_like(x));
+  watch.PopModule(block, {y});
+  watch.EndStep({y});
+  ASSERT_NE(watch.kept(), nullptr);  // A NaN is always trouble.
+  std::optional<std::optional<NanOrigin>> report = watch.TakeReport(std::nullopt);
+  ASSERT_TRUE(report.has_value() && report->has_value());
+  EXPECT_EQ((*report)->layer, "block");
+  EXPECT_EQ((*report)->op_func, "log");
+  EXPECT_FALSE((*report)->backward);
 }
 
 TEST(NanOpWatchTest, NanInputKeepsTheGraphWithoutAnOriginOp) {

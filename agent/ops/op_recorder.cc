@@ -20,6 +20,9 @@ namespace {
 
 thread_local OpRecorder* t_recorder = nullptr;
 
+// OpContext::op of a callback that is no op and whose internals are ops (see OnStart).
+constexpr int32_t kTransparent = -2;
+
 // The index of the op a recorded callback started (-1: left out, its internals too).
 struct OpContext : at::ObserverContext {
   explicit OpContext(int32_t op) : op(op) {}
@@ -50,9 +53,12 @@ std::string_view StripNamespace(std::string_view name) {
   return colons == std::string_view::npos ? name : name.substr(colons + 2);
 }
 
-TensorInfo Describe(const at::Tensor& t) {
+TensorInfo Describe(const at::Tensor& tensor) {
+  // A nested tensor (nn.TransformerEncoder's fast path) by its padded form (agent/stats.h).
+  const at::Tensor t = agent::DenseView(tensor);
   TensorInfo info;
-  info.shape = agent::ShapeOf(t);  // -1 where a nested tensor is ragged.
+  const auto sizes = t.sizes();
+  info.shape.assign(sizes.begin(), sizes.end());
   info.dtype = std::string(agent::DtypeName(t.scalar_type()));
   info.device = t.device().is_cpu() ? std::string("cpu") : t.device().str();
   return info;
@@ -131,7 +137,7 @@ OpRecorder::OpRecorder(OpRecorderOptions options)
 OpRecorder::~OpRecorder() { Stop(); }
 
 void OpRecorder::Measure(const at::Tensor& tensor, TensorInfo* info) const {
-  const at::Tensor t = agent::DenseElements(tensor);  // A nested tensor's elements.
+  const at::Tensor t = agent::DenseView(tensor);
   if (options_.nonfinite_only) {
     info->nonfinite = CountNonFinite(t);
     return;
@@ -213,39 +219,14 @@ void OpRecorder::Stop() {
   FindNanOrigin();
   // The weak references only served to keep addresses unique while recording.
   producers_.clear();
+  by_data_.clear();
   pending_params_.clear();
   last_outputs_.clear();
 }
 
-namespace {
-
-bool NonFinite(const TensorInfo& t) { return NanCount(t) > 0 || InfCount(t) > 0; }
-
-}  // namespace
-
 void OpRecorder::FindNanOrigin() {
-  graph_.nan_origin.reset();
-  for (size_t i = 0; i < graph_.ops.size(); ++i) {
-    const OpNode& op = graph_.ops[i];
-    bool bad = false;
-    for (const TensorInfo& t : op.outputs) bad = bad || NonFinite(t);
-    if (!bad) continue;
-    // The first op with a non-finite output: the origin unless the value came with an input.
-    for (const OpInput& in : op.inputs) {
-      const OpSource& s = in.source;
-      if (s.kind == OpSource::Kind::kOp && static_cast<size_t>(s.index) < graph_.ops.size() &&
-          static_cast<size_t>(s.output) < graph_.ops[s.index].outputs.size() &&
-          NonFinite(graph_.ops[s.index].outputs[s.output])) {
-        return;
-      }
-      if (s.kind == OpSource::Kind::kInput && static_cast<size_t>(s.index) < graph_.inputs.size() &&
-          NonFinite(graph_.inputs[s.index].tensor)) {
-        return;
-      }
-    }
-    graph_.nan_origin = static_cast<int32_t>(i);
-    return;
-  }
+  trouble_ = FindOpTrouble(graph_);
+  graph_.nan_origin = trouble_.origin;
 }
 
 void OpRecorder::Fail(std::string_view cause, std::string_view message) {
@@ -259,10 +240,35 @@ void OpRecorder::Fail(std::string_view cause, std::string_view message) {
 void OpRecorder::Record(const c10::TensorImpl* impl, const at::Tensor& t, OpSource source) {
   producers_.insert_or_assign(
       impl, Producer{c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()), source});
+  // Only a saved output can be shallow-copied (see Canonical): without saving, nothing to index.
+  if (!save_none_ && source.kind == OpSource::Kind::kOp && HasData(t)) {
+    by_data_[t.data_ptr()] = impl;
+  }
+}
+
+bool OpRecorder::HasData(const at::Tensor& t) {
+  return t.layout() == c10::kStrided && !t.is_nested() && t.has_storage() && t.numel() > 0;
+}
+
+const c10::TensorImpl* OpRecorder::Canonical(const at::Tensor& t) const {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (by_data_.empty() || producers_.contains(impl) || !HasData(t)) return impl;
+  auto it = by_data_.find(t.data_ptr());
+  if (it == by_data_.end()) return impl;
+  auto p = producers_.find(it->second);
+  if (p == producers_.end()) return impl;
+  const c10::intrusive_ptr<c10::TensorImpl> known = p->second.impl.lock();
+  // The same elements: storage, offset, sizes, strides and dtype.
+  if (!known || known->storage().data() != t.storage().data() ||
+      known->storage_offset() != t.storage_offset() || known->sizes() != t.sizes() ||
+      known->strides() != t.strides() || known->dtype() != t.dtype()) {
+    return impl;
+  }
+  return it->second;
 }
 
 OpSource OpRecorder::Resolve(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const c10::TensorImpl* impl = Canonical(t);
   if (auto it = producers_.find(impl); it != producers_.end() && !it->second.impl.expired()) {
     return it->second.source;
   }
@@ -280,7 +286,7 @@ OpSource OpRecorder::Resolve(const at::Tensor& t) {
 
 OpSource OpRecorder::SourceOf(const at::Tensor& tensor) const {
   if (!tensor.defined()) return OpSource{};
-  auto it = producers_.find(tensor.unsafeGetTensorImpl());
+  auto it = producers_.find(Canonical(tensor));
   if (it == producers_.end() || it->second.impl.expired()) return OpSource{};
   return it->second.source;
 }
@@ -304,6 +310,11 @@ const OpRecorder::SchemaInfo& OpRecorder::SchemaOf(const at::RecordFunction& fn)
 }
 
 std::unique_ptr<at::ObserverContext> OpRecorder::OnStart(const at::RecordFunction& fn) {
+  // A Python autograd Function's apply (torch.utils.checkpoint's CheckpointFunction, a custom
+  // Function) is no dispatcher operator: not an op, and the ops it runs are the model's.
+  if (depth_ == 0 && !fn.operator_name().has_value()) {
+    return std::make_unique<OpContext>(kTransparent);
+  }
   if (depth_++ > 0) return nullptr;  // Inside a recorded op: its internals are not ops.
   const std::string_view name = fn.name();
   if (IsSkipped(name)) return std::make_unique<OpContext>(-1);
@@ -364,6 +375,7 @@ std::unique_ptr<at::ObserverContext> OpRecorder::OnStart(const at::RecordFunctio
 }
 
 void OpRecorder::OnEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (ctx != nullptr && static_cast<OpContext*>(ctx)->op == kTransparent) return;
   --depth_;
   if (ctx == nullptr) return;
   const int32_t op = static_cast<OpContext*>(ctx)->op;
@@ -430,7 +442,7 @@ void OpRecorder::Keep(int32_t op, int32_t output, const at::Tensor& t) {
 }
 
 void OpRecorder::CopyOnWrite(const at::Tensor& written) {
-  auto it = kept_.find(written.unsafeGetTensorImpl());
+  auto it = kept_.find(Canonical(written));
   if (it == kept_.end()) return;
   at::Tensor copy;
   {

@@ -3,7 +3,9 @@
 //
 // What it records: every top-level dispatcher operator that runs on the recording thread while it
 // is active — an operator that starts while another recorded operator is running is internal to
-// it and left out (`linear` is recorded, the `addmm` inside it is not). Left out too, because they
+// it and left out (`linear` is recorded, the `addmm` inside it is not). A Python autograd
+// Function's apply is no operator: the ops it runs are top-level (torch.utils.checkpoint's
+// blocks are recorded op by op, as without it). Left out too, because they
 // are no part of the data flow, are the metadata queries of kSkippedOps below (aten::size, stride,
 // dim, numel, is_contiguous, ... — most never reach the dispatcher from Python anyway). `item()`
 // is recorded with tensor_output = false. Operators run with RecordFunction disabled (our own
@@ -11,7 +13,9 @@
 //
 // Data flow: the producer of each tensor is found by its TensorImpl address; the recorder keeps a
 // c10::weak_intrusive_ptr to every tensor it has seen, so that an address is not reused while it
-// records (a weak reference does not keep the storage alive). Model inputs (AddInput) and the
+// records (a weak reference does not keep the storage alive). A tensor whose TensorImpl is a
+// shallow copy of an op's output (what torch.zeros_like, torch.arange ... hand the model when the
+// output is saved) is matched by its data pointer and geometry. Model inputs (AddInput) and the
 // parameters/buffers registered with AddParameter are their own nodes; a parameter appears in
 // OpGraph::params once an op reads it. An in-place op becomes the producer of the tensor it writes.
 //
@@ -33,10 +37,12 @@
 // output statistics are computed; Module(...) sites apply when the pass ends (statistics already
 // taken).
 //
-// NaN origin: at Stop(), graph().nan_origin is the first op with a NaN/Inf output whose tensor
-// inputs (op outputs and graph inputs, by their statistics; parameters are not checked) were all
-// finite — a NaN weight makes the op that reads it the origin. Needs `stats` (nonfinite_only
-// suffices).
+// NaN origin: at Stop(), trouble() is trace/nonfinite.h's FindOpTrouble of the graph and
+// graph().nan_origin its origin: where trouble that mattered (a NaN, or an Inf outside a mask that
+// reached a module's or the model's output) entered, walked back to the first op whose tensor
+// inputs (op outputs and graph inputs, by their statistics; parameters are not checked) carried
+// none — a NaN weight makes the op that reads it the origin. Masks and -inf that softmax,
+// masked_fill or where absorb are no origin. Needs `stats` (nonfinite_only suffices).
 //
 // Errors: nothing throws out of a callback into the traced program. A failure inside a callback is
 // counted (hook_errors()) and the first message kept (first_error()); an intervention that throws
@@ -62,6 +68,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "guest/hook_guard.h"
+#include "trace/nonfinite.h"
 #include "trace/op_graph.h"
 #include "trace/op_select.h"
 
@@ -189,6 +196,8 @@ class OpRecorder {
   OpSource SourceOf(const at::Tensor& tensor) const;
 
   const OpGraph& graph() const { return graph_; }
+  // What FindOpTrouble found at Stop() (empty before).
+  const OpTrouble& trouble() const { return trouble_; }
   OpGraph& mutable_graph() { return graph_; }
   // The kept outputs of graph().ops[op] (empty when not saved).
   const std::vector<at::Tensor>& saved(int32_t op) const;
@@ -224,6 +233,13 @@ class OpRecorder {
 
   const SchemaInfo& SchemaOf(const at::RecordFunction& fn);
   void Record(const c10::TensorImpl* impl, const at::Tensor& t, OpSource source);
+  // A strided, non-nested tensor with elements: one whose data pointer can key it.
+  static bool HasData(const at::Tensor& t);
+  // The TensorImpl the recorder knows for `t`: its own, or, for a tensor that is a shallow copy
+  // of an op's output (torch's factory functions copy the TensorImpl of what the op returned when
+  // the recorder keeps a reference to it: the same storage, offset, sizes, strides and dtype),
+  // that output's.
+  const c10::TensorImpl* Canonical(const at::Tensor& t) const;
   OpSource Resolve(const at::Tensor& t);  // Also turns a pending parameter into a graph param.
   // Keeps `t` as output `output` of `op` (once), for copy-on-write too.
   void Keep(int32_t op, int32_t output, const at::Tensor& t);
@@ -239,7 +255,7 @@ class OpRecorder {
   void Measure(const at::Tensor& t, TensorInfo* info) const;
   // nonfinite_only: `node` is a kFinitePreservingOps op whose tensor inputs are all known finite.
   bool FiniteByInputs(const OpNode& node) const;
-  // Sets graph_.nan_origin from the output statistics (at Stop()).
+  // Sets trouble_ and graph_.nan_origin from the output statistics (at Stop()).
   void FindNanOrigin();
 
   const OpRecorderOptions options_;
@@ -249,11 +265,14 @@ class OpRecorder {
   const bool intervene_at_pop_;  // Some intervene site needs module outputs.
 
   OpGraph graph_;
+  OpTrouble trouble_;
   bool active_ = false;
   at::CallbackHandle handle_ = at::INVALID_CALLBACK_HANDLE;
   int32_t depth_ = 0;  // Recorded operators open (their internals are not recorded).
 
   absl::flat_hash_map<const c10::TensorImpl*, Producer> producers_;
+  // Op outputs by data pointer, for Canonical().
+  absl::flat_hash_map<const void*, const c10::TensorImpl*> by_data_;
   absl::flat_hash_map<const c10::TensorImpl*, Pending> pending_params_;
   absl::flat_hash_map<std::string, int32_t> call_counts_;
   absl::flat_hash_map<std::string, int32_t> pass_counts_;

@@ -27,6 +27,7 @@ T OrThrow(absl::StatusOr<T> v) {
 }  // namespace
 
 void BindDraw(py::module_& m) {
+  // `file_format` "": from `path`'s extension, else svg (draw::ResolveDrawFormat).
   m.def(
       "_draw_op_graph",
       [](const OpGraph& graph, const std::string& collapse, const std::string& module,
@@ -35,7 +36,7 @@ void BindDraw(py::module_& m) {
         draw::DrawOptions options;
         options.view.collapse = OrThrow(draw::ParseCollapse(collapse));
         options.view.module = module;
-        options.format = OrThrow(draw::ParseDrawFormat(file_format));
+        options.format = OrThrow(draw::ResolveDrawFormat(file_format, path.value_or("")));
         options.direction = OrThrow(draw::ParseDirection(direction));
         absl::StatusOr<std::string> bytes;
         absl::Status written;
@@ -46,7 +47,9 @@ void BindDraw(py::module_& m) {
         }
         if (!bytes.ok()) ThrowStatus(bytes.status());
         if (!written.ok()) ThrowStatus(written, *path);
-        return py::bytes(*bytes);
+        // Text formats come back as str, binary ones as bytes.
+        if (draw::IsBinaryFormat(options.format)) return py::object(py::bytes(*bytes));
+        return py::object(py::str(*bytes));
       },
       py::arg("graph"), py::arg("collapse"), py::arg("module"), py::arg("file_format"),
       py::arg("direction"), py::arg("path") = py::none());

@@ -32,6 +32,7 @@
 #include "trace/anomaly.h"
 #include "trace/json.h"
 #include "trace/json_layer_keys.h"
+#include "trace/nonfinite.h"
 #include "trace/record.h"
 
 namespace tracetorch::python {
@@ -93,6 +94,11 @@ measured, or for non-float and empty tensors) and the NaN and +/-Inf counts over
       .def_readwrite("max", &TensorStats::max, "Maximum finite element, or None.");
   DefCount<&TensorStats::nan_count>(stats, "nan_count", "Number of NaN elements.");
   DefCount<&TensorStats::inf_count>(stats, "inf_count", "Number of +/-Inf elements.");
+  DefCount<&TensorStats::neg_inf_count>(
+      stats, "neg_inf_count",
+      "How many of the Inf elements are -Inf (measured when there are some).");
+  stats.def_readwrite("finite_all_zero", &TensorStats::finite_all_zero,
+                      "Every finite element is 0 (measured for a tensor holding NaN/Inf).");
   stats
       .def("to_dict", &StatsToDict,
            "{'mean', 'std', 'min', 'max', 'nan_count', 'inf_count'}; a non-finite value is None.")
@@ -138,6 +144,10 @@ NaN and Inf values: ``nan_count`` and ``inf_count`` read them (from ``stats`` wh
       .def_property_readonly(
           "inf_count", [](const TensorInfo& t) { return InfCount(t); },
           "+/-Inf elements, like nan_count.")
+      .def_property_readonly(
+          "is_mask", [](const TensorInfo& t) { return IsMask(t); },
+          "A mask: its only non-finite values are -Inf and its finite ones are all 0 "
+          "(trace/nonfinite.h); its Infs are no anomaly.")
       .def("to_dict", &TensorToDict,
            "The JSON layout of this tensor entry (statistics flattened into it), as a dict.")
       .def("__repr__", [](const TensorInfo& t) {
@@ -227,6 +237,8 @@ execution order, whose inputs were finite and whose outputs were not; and in whi
       .def_readwrite("op", &NanOrigin::op, "The origin op's label (ops='on_nan'), or ''.")
       .def_readwrite("op_func", &NanOrigin::op_func, "The origin op's func_name, or ''.")
       .def_readwrite("op_module", &NanOrigin::op_module, "The origin op's module address, or ''.")
+      .def_readwrite("backward", &NanOrigin::backward,
+                     "It first appeared in the backward (a gradient) of that step.")
       .def_property(
           "kind", [](const NanOrigin& o) { return o.is_nan ? "nan" : "inf"; },
           [](NanOrigin& o, std::string_view kind) {
@@ -387,6 +399,8 @@ change them. Construct with keyword arguments named like the attributes.
       .def_readwrite("forward_count", &LayerTrace::forward_count)
       .def_readwrite("has_nan", &LayerTrace::has_nan)
       .def_readwrite("has_inf", &LayerTrace::has_inf)
+      .def_readwrite("inf_in_masks_only", &LayerTrace::inf_in_masks_only,
+                     "With has_inf: every Inf the outputs held was inside a mask (no anomaly).")
       .def_readwrite("grad_norm", &LayerTrace::grad_norm)
       .def_readwrite("grad_mean", &LayerTrace::grad_mean)
       .def_readwrite("grad_has_nan", &LayerTrace::grad_has_nan)

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/daemon_sink.h"
+#include "agent/flight_setup.h"
 #include "agent/ops/nan_op_watch.h"
 #include "agent/python/record_convert.h"
 #include "agent/python/status_translate.h"
@@ -135,7 +136,10 @@ TraceMetadata ToMetadata(const py::dict& d) {
 // thread only touches the Tracer, which is thread-safe.
 class SessionEngine {
  public:
-  SessionEngine(std::shared_ptr<Tracer> tracer) : tracer_(std::move(tracer)) {}
+  SessionEngine(std::shared_ptr<Tracer> tracer)
+      : tracer_(std::move(tracer)), recorder_(agent::MakeFlightRecorder()) {
+    tracer_->SetFlightRecorder(recorder_);
+  }
   ~SessionEngine() {
     flusher_.reset();
     if (sink_ != nullptr) {
@@ -153,6 +157,7 @@ class SessionEngine {
     agent::DaemonSinkOptions options;
     options.client.address = address;
     options.client.identity = protocol::IdentityFor(ToMetadata(metadata));
+    options.flight_recorder = recorder_;
     absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
         agent::DaemonSink::Create(std::move(options));
     if (!sink.ok()) ThrowStatus(sink.status());
@@ -180,8 +185,8 @@ class SessionEngine {
 
   // {"connected", "session_id", "enqueued_events", "sent_events", "dropped_events", "connects",
   //  "connect_failures", "last_error", "resent_events", "durable_events", "replay_held_events",
-  //  "replay_evicted_events", "refused_handshakes"} of the current (or last closed) stream
-  // (client::DaemonClientStats); None if never.
+  //  "replay_evicted_events", "refused_handshakes", "not_durable_events"} of the current (or last
+  // closed) stream (client::DaemonClientStats); None if never.
   py::object DaemonStats() const {
     std::optional<client::DaemonClientStats> stats = StreamStats();
     if (!stats) return py::none();
@@ -198,6 +203,7 @@ class SessionEngine {
     d["durable_events"] = stats->durable_events;
     d["replay_held_events"] = stats->replay_held_events;
     d["replay_evicted_events"] = stats->replay_evicted_events;
+    d["not_durable_events"] = stats->not_durable_events;
     d["refused_handshakes"] = stats->refused_handshakes;
     return d;
   }
@@ -245,6 +251,16 @@ class SessionEngine {
 
   void SetMetadata(const py::dict& metadata) { tracer_->SetMetadata(ToMetadata(metadata)); }
 
+  // The optimizer's step begins ("optimizer") or ends ("outside"): the flight position's phase.
+  void MarkPhase(const std::string& phase) {
+    std::optional<flight::Phase> p = agent::ParsePhase(phase);
+    if (!p) throw py::value_error(absl::StrCat("unknown phase '", phase, "'"));
+    tracer_->MarkPhase(*p);
+  }
+
+  // Whether this session has a flight recorder (flight/layout.h).
+  bool has_flight_recorder() const { return recorder_ != nullptr; }
+
   void Start() {
     if (absl::Status s = tracer_->Start(); !s.ok()) ThrowStatus(s);
     final_.reset();
@@ -257,7 +273,7 @@ class SessionEngine {
     std::weak_ptr<Tracer> weak = tracer_;
     absl::StatusOr<std::unique_ptr<agent::WatchFlusher>> flusher =
         agent::WatchFlusher::Start(path, absl::Seconds(interval_s), [weak]() -> TraceRecord {
-          if (std::shared_ptr<Tracer> t = weak.lock()) return t->Snapshot();
+          if (std::shared_ptr<Tracer> t = weak.lock()) return t->WatchSnapshot();
           return TraceRecord{};
         });
     if (!flusher.ok()) ThrowStatus(flusher.status());
@@ -279,6 +295,8 @@ class SessionEngine {
     const bool watching = flusher_ != nullptr;
     StopWatch();
     tracer_->Stop();
+    // The last step's backward may have named an origin the op watch keeps a graph for.
+    guest::GuardHook(tracer_->errors(), "ops_end", [&] { OpsSync(); });
     // Bounded: the daemon gets ~1 s to take the rest; what it did not take is counted as dropped.
     CloseStream(kCloseWaitS, total_time_ms);
     absl::StatusOr<TraceRecord> record = tracer_->Finalize(total_time_ms);
@@ -390,6 +408,7 @@ class SessionEngine {
   void OpsPre(int layer, bool is_root, int64_t call, const TensorList& tensors) {
     if (is_root) {
       if (!ops_stack_.empty()) return;  // A nested root call: part of the open step.
+      OpsSync();                        // The previous step's backward may have named an origin.
       const std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
       watch_->BeginStep(tracer_->steps() - 1, inputs);
       if (watch_->recording()) ops_stack_.push_back(OpenCall{call, -1, /*root=*/true});
@@ -421,11 +440,18 @@ class SessionEngine {
       watch_->AbortStep();
     }
     if (watch_->hook_errors() > errors) tracer_->errors().Record("ops", watch_->first_error());
-    if (watch_->kept() != nullptr && sink_ != nullptr) {  // Kept just now: stream it once.
-      std::optional<NanOrigin> origin = tracer_->nan_origin();
-      if (origin) watch_->Annotate(&*origin);
-      sink_->SendOpGraph(origin, watch_->kept_json());
-    }
+    OpsSync();
+  }
+
+  // Before and after each watched step and at the end: tells the op watch the layer trace's
+  // origin (a backward origin keeps its step's graph); a graph kept just now gives the session
+  // its origin when the layers have none, and is streamed once.
+  void OpsSync() {
+    if (watch_ == nullptr) return;
+    std::optional<std::optional<NanOrigin>> report = watch_->TakeReport(tracer_->nan_origin());
+    if (!report) return;
+    if (*report) tracer_->AdoptNanOrigin(**report);
+    if (sink_ != nullptr) sink_->SendOpGraph(*report, watch_->kept_json());
   }
 
   std::optional<client::DaemonClientStats> StreamStats() const {
@@ -446,6 +472,7 @@ class SessionEngine {
   }
 
   const std::shared_ptr<Tracer> tracer_;
+  const std::shared_ptr<flight::Recorder> recorder_;  // Null: none (see flight_setup.h).
   std::shared_ptr<agent::DaemonSink> sink_;
   std::optional<client::DaemonClientStats> closed_stats_;  // Of the last closed stream.
   std::string closed_session_id_;
@@ -519,6 +546,15 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
              // The deferred-collection machinery on CPU (agent/pending_results.h), for tests.
              const char* deferred = std::getenv("TRACETORCH_DEFERRED_STATS");
              options.deferred_cpu = deferred != nullptr && std::string_view(deferred) == "1";
+             // The watch file's stall floor (flight/reader.h StallRule), for tests and impatient
+             // users: TRACETORCH_STALL_FLOOR_S seconds (default 60).
+             if (const char* floor = std::getenv("TRACETORCH_STALL_FLOOR_S"); floor != nullptr) {
+               char* end = nullptr;
+               const double seconds = std::strtod(floor, &end);
+               if (end != floor && seconds > 0) {
+                 options.stall_rule.floor = absl::Seconds(seconds);
+               }
+             }
              absl::StatusOr<std::shared_ptr<Tracer>> tracer =
                  Tracer::Create(options, ToMetadata(metadata));
              if (!tracer.ok()) ThrowStatus(tracer.status());
@@ -529,6 +565,8 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
       .def("declare_layer", &SessionEngine::DeclareLayer, py::arg("name"), py::arg("type"),
            py::arg("full_name"), py::arg("depth"), py::arg("params"))
       .def("set_metadata", &SessionEngine::SetMetadata, py::arg("metadata"))
+      .def("mark_phase", &SessionEngine::MarkPhase, py::arg("phase"))
+      .def_property_readonly("has_flight_recorder", &SessionEngine::has_flight_recorder)
       .def("start", &SessionEngine::Start)
       .def("connect_daemon", &SessionEngine::ConnectDaemon, py::arg("address"), py::arg("metadata"))
       .def("close_stream", &SessionEngine::CloseStream, py::arg("wait_s") = 1.0,

@@ -10,7 +10,8 @@
 //
 // Points: "snapshot" (Session::WriteSnapshot: the record is taken, nothing written yet),
 // "snapshot-written" (SessionManager: a snapshot file is in place, the index does not know yet),
-// "index" (SessionManager::WriteIndex: the index is encoded, not yet written).
+// "index" (SessionManager::WriteIndex: the index is encoded, not yet written), "end"
+// (IngestConnection: an agent's End is applied, its final snapshot not yet written).
 //
 // Thread-safe.
 #ifndef TRACETORCH_DAEMON_CORE_CRASH_POINT_H_

@@ -101,6 +101,13 @@ absl::Status RunDiff(const SessionManager& manager, BaselineStore* baselines,
   ToProto(diff, response->mutable_diff());
   response->set_baseline_description(std::move(baseline->description));
   response->set_current_description(std::move(current->description));
+  if (request.include_operands()) {
+    for (auto [side, out] : {std::pair{&*baseline, response->mutable_baseline()},
+                             std::pair{&*current, response->mutable_current()}}) {
+      ToProto(side->record, out->mutable_record());
+      for (v1::LayerHistory& h : side->history) *out->add_history() = std::move(h);
+    }
+  }
   return absl::OkStatus();
 }
 

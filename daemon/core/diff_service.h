@@ -7,7 +7,8 @@
 //   record       what the caller uploaded (no history);
 //   snapshot     an uploaded Snapshot (record and history).
 // Then the core diff (trace/diff.h) runs, with the noise-aware latency rule wherever both sides
-// have history.
+// have history. With include_operands, the response also carries both sides (record and history)
+// as resolved.
 //
 // Errors in resolving an operand name its side ("baseline: ...", "current: ...", "source: ..."):
 // InvalidArgument for an empty operand, an empty session id or a bad baseline name; NotFound for

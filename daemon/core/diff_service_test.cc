@@ -263,6 +263,35 @@ TEST_F(DiffServiceTest, NamedBaselinesKeepTheirSourceAndHistory) {
   EXPECT_THAT(gone.message(), HasSubstr("no baseline named 'rec'"));
 }
 
+TEST_F(DiffServiceTest, IncludeOperandsReturnsBothSidesAsTheDiffSawThem) {
+  const std::string base = AddSession(Noisy);
+  const std::string slower = AddSession(Slower);
+  SetBaseline("main", SessionOperand(base));
+  v1::DiffRequest request = Request(BaselineOperand("main"), SessionOperand(slower));
+  absl::StatusOr<v1::DiffResponse> r = service_->Diff(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_baseline());  // Not asked for: not sent.
+  EXPECT_FALSE(r->has_current());
+
+  request.set_include_operands(true);
+  r = service_->Diff(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->baseline().record().layers_size(), 2);
+  EXPECT_EQ(r->baseline().record().layers(0).full_name(), "net.fc");
+  ASSERT_EQ(r->baseline().history_size(), 2);  // The baseline kept the session's history.
+  ASSERT_EQ(r->current().history_size(), 2);
+  const v1::LayerHistory& fc = r->current().history(0);
+  EXPECT_EQ(fc.full_name(), "net.fc");
+  ASSERT_EQ(fc.latency_ms_size(), kSteps);
+  EXPECT_EQ(fc.latency_ms(7), Slower(7));
+  // An uploaded record has no history.
+  *request.mutable_current() = RecordOperand(slower);
+  r = service_->Diff(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->current().record().layers_size(), 2);
+  EXPECT_EQ(r->current().history_size(), 0);
+}
+
 TEST_F(DiffServiceTest, ThresholdsAreValidatedAndApplied) {
   const std::string base = AddSession(Noisy);
   const std::string slower = AddSession(Slower);

@@ -114,10 +114,22 @@ absl::Status NoDataDir() {
 
 }  // namespace
 
-FileBaselineStore::FileBaselineStore(std::string data_dir, Clock clock)
+FileBaselineStore::FileBaselineStore(std::string data_dir, Clock clock, WriteHealth* health)
     : dir_(data_dir.empty() ? std::string()
                             : (std::filesystem::path(data_dir) / "baselines").string()),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      health_(health) {}
+
+absl::Status FileBaselineStore::Wrote(const absl::Status& status) const {
+  if (health_ != nullptr) {
+    if (status.ok()) {
+      health_->Succeeded();
+    } else {
+      health_->Failed(status, clock_());
+    }
+  }
+  return status;
+}
 
 absl::Status FileBaselineStore::CheckUsable(absl::string_view name) const {
   if (dir_.empty()) return NoDataDir();
@@ -144,13 +156,12 @@ absl::StatusOr<v1::BaselineInfo> FileBaselineStore::Set(absl::string_view name,
   if (!meta_json.ok()) return meta_json.status();
 
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = MakeDataDirectory(dir_); !s.ok()) return s;
   // Sidecar first: NAME.json is what makes the baseline exist, and a NAME.json without its
   // sidecar's fingerprint is taken without history, never with the wrong one.
-  if (absl::Status s = WriteFileAtomic(MetaPath(name), *meta_json, kDataFileMode); !s.ok())
-    return s;
-  if (absl::Status s = WriteFileAtomic(RecordPath(name), record_json, kDataFileMode); !s.ok())
-    return s;
+  absl::Status s = MakeDataDirectory(dir_);
+  if (s.ok()) s = WriteFileAtomic(MetaPath(name), *meta_json, kDataFileMode);
+  if (s.ok()) s = WriteFileAtomic(RecordPath(name), record_json, kDataFileMode);
+  if (!Wrote(s).ok()) return s;
   return info;
 }
 
@@ -238,10 +249,10 @@ absl::Status FileBaselineStore::Remove(absl::string_view name) {
   const std::string path = RecordPath(name);
   if (unlink(path.c_str()) != 0) {
     if (errno == ENOENT) return NoSuchBaseline(name);
-    return ErrnoStatus(errno, absl::StrCat("cannot remove ", path));
+    return Wrote(ErrnoStatus(errno, absl::StrCat("cannot remove ", path)));
   }
   (void)unlink(MetaPath(name).c_str());
-  return absl::OkStatus();
+  return Wrote(absl::OkStatus());
 }
 
 std::string FileBaselineStore::Describe() const {

@@ -40,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/core/baseline_store.h"
+#include "daemon/core/write_health.h"
 #include "trace/record.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -50,8 +51,10 @@ class FileBaselineStore final : public BaselineStore {
   using Clock = std::function<absl::Time()>;
 
   // `data_dir` empty: no storage (every call FailedPrecondition). The baselines folder is created
-  // by the first Set.
-  explicit FileBaselineStore(std::string data_dir, Clock clock = absl::Now);
+  // by the first Set. `health` (not owned, may be null; it must outlive the store) counts and logs
+  // the Sets and Removes that fail to write (daemon/core/write_health.h).
+  explicit FileBaselineStore(std::string data_dir, Clock clock = absl::Now,
+                             WriteHealth* health = nullptr);
 
   absl::StatusOr<v1::BaselineInfo> Set(absl::string_view name, const TraceRecord& record,
                                        std::vector<v1::LayerHistory> history,
@@ -69,6 +72,8 @@ class FileBaselineStore final : public BaselineStore {
 
  private:
   absl::Status CheckUsable(absl::string_view name) const;
+  // Tells health_ how a write went; returns `status`.
+  absl::Status Wrote(const absl::Status& status) const;
   std::string RecordPath(absl::string_view name) const;
   std::string MetaPath(absl::string_view name) const;
   // Reads NAME.json and its sidecar. `with_record`: also parse the record (List needs only the
@@ -78,6 +83,7 @@ class FileBaselineStore final : public BaselineStore {
 
   const std::string dir_;  // Constant after construction.
   const Clock clock_;
+  WriteHealth* const health_;
 
   mutable absl::Mutex mu_;  // Serialises access to the files.
 };

@@ -1,9 +1,12 @@
 #include "daemon/core/ingest_connection.h"
 
+#include <unistd.h>
+
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/crash_point.h"
 #include "protocol/wire.h"
 
 namespace tracetorch::daemon {
@@ -32,14 +35,28 @@ void AppendError(const absl::Status& status, bool fatal, std::string* out) {
 
 IngestConnection::IngestConnection(SessionManager* manager, DaemonCounters* counters,
                                    RateLimitedLog* log, PeerCredentials peer,
-                                   uint32_t max_frame_bytes)
+                                   uint32_t max_frame_bytes, std::function<void()> durable_wake)
     : manager_(manager),
       counters_(counters),
       log_(log),
       peer_(peer),
-      max_frame_bytes_(max_frame_bytes) {}
+      max_frame_bytes_(max_frame_bytes),
+      durable_wake_(std::move(durable_wake)) {}
 
-IngestConnection::~IngestConnection() { OnClosed(false); }
+IngestConnection::~IngestConnection() {
+  OnClosed(false);
+  if (passed_fd_ >= 0) close(passed_fd_);
+}
+
+void IngestConnection::OnPassedFd(int fd) {
+  if (passed_fd_ >= 0) close(passed_fd_);
+  passed_fd_ = session_ == nullptr ? fd : -1;
+  if (session_ != nullptr) close(fd);  // After the Hello: nothing to use it for.
+}
+
+bool IngestConnection::PeerStopped() const {
+  return peer_probe_ != nullptr && peer_probe_->Stopped();
+}
 
 void IngestConnection::AppendRejection(const absl::Status& status, std::string* out) {
   AppendError(status, /*fatal=*/true, out);
@@ -139,12 +156,16 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     session_ = opened->session;
     attachment_ = opened->attachment;
     session_id_ = session_->id();
+    if (durable_wake_) listener_ = session_->AddDurableListener(durable_wake_);
     told_ = session_->durable();
+    FollowSession(message_.hello().has_flight_recorder());
     v1::DaemonMessage welcome;
     welcome.mutable_welcome()->set_session_id(session_id_);
     welcome.mutable_welcome()->set_resumed(opened->resumed);
-    welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
-    welcome.mutable_welcome()->set_durable_events(told_.events);
+    if (manager_->persistent()) {  // Else nothing is ever durable: say nothing will be.
+      welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
+      welcome.mutable_welcome()->set_durable_events(told_.events);
+    }
     AppendDaemonFrame(welcome, out);
     return true;
   }
@@ -167,12 +188,52 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     case v1::AgentMessage::kEnd:
       session_->Finish(message_.end(), absl::Now());
       ended_ = true;
+      // The final snapshot now, and its acknowledgement with it: the agent holds the session's
+      // tail until it has one.
+      CrashPoint("end");
+      Release();
+      AppendDurable(out);
       return true;
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
   return Fail("empty message", absl::InvalidArgumentError("AgentMessage without a kind"),
               /*count_frame=*/true, out);
+}
+
+void IngestConnection::FollowSession(bool has_recorder) {
+  const int fd = std::exchange(passed_fd_, -1);
+  if (absl::StatusOr<std::unique_ptr<ProcessProbe>> probe = ProcessProbe::Open(peer_.pid);
+      probe.ok()) {
+    peer_probe_ = *std::move(probe);
+  }
+  if (monitor_ == nullptr) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  std::shared_ptr<FlightRegion> region;
+  if (has_recorder && fd < 0) {
+    Bump(counters_->flight_recorders_refused);
+    log_->Warn("flight recorder", absl::StrCat("ingest: session ", session_id_,
+                                               ": a Hello announced a flight recorder but passed "
+                                               "no descriptor"));
+  } else if (has_recorder) {
+    absl::StatusOr<std::shared_ptr<FlightRegion>> adopted = FlightRegion::Adopt(fd);
+    if (adopted.ok()) {
+      region = *std::move(adopted);
+    } else {
+      Bump(counters_->flight_recorders_refused);
+      log_->Warn("flight recorder",
+                 absl::StrCat("ingest: session ", session_id_,
+                              ": flight recorder refused: ", adopted.status().message()));
+    }
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  monitor_->Watch(
+      session_,
+      FlightMonitor::Target{
+          .pid = peer_.pid, .uid = peer_.uid, .probe = peer_probe_, .region = std::move(region)});
 }
 
 void IngestConnection::HandleOutcome(const BatchOutcome& r, std::string* out) {
@@ -204,6 +265,19 @@ void IngestConnection::OnTimeout(const absl::Status& status, std::string* out) {
   Fail("timeout", status, /*count_frame=*/false, out);
 }
 
+void IngestConnection::OnEvicted(const absl::Status& status, std::string* out) {
+  Bump(counters_->connections_evicted);
+  Fail("evicted", status, /*count_frame=*/false, out);
+}
+
+void IngestConnection::Release() {
+  if (session_ == nullptr || released_) return;
+  released_ = true;
+  if (listener_ != 0) session_->RemoveDurableListener(listener_);
+  listener_ = 0;
+  manager_->Release(session_, attachment_, ended_);
+}
+
 void IngestConnection::OnClosed(bool truncated) {
   if (closed_) return;
   closed_ = true;
@@ -212,7 +286,7 @@ void IngestConnection::OnClosed(bool truncated) {
     log_->Warn("truncated",
                absl::StrCat("ingest: connection from pid ", peer_.pid, " ended inside a frame"));
   }
-  if (session_ != nullptr) manager_->Release(session_, attachment_, ended_);
+  Release();
   session_.reset();
 }
 

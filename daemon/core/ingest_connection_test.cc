@@ -3,6 +3,7 @@
 #include "daemon/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "protocol/wire.h"
+#include "trace/json.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -176,15 +177,24 @@ TEST_F(IngestConnectionTest, ATimeoutIsAFatalDeadlineExceededAndCounted) {
 
 // The Welcome says how far the session's snapshot on disk goes, and a Durable follows each
 // snapshot that moved it, once.
-TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAcknowledgedOnce) {
-  test_util::TempDir dir("ttconn");
-  DaemonCounters counters;
-  RateLimitedLog log;
-  SessionManagerOptions o;
-  o.data_dir = dir.path();
-  auto m = SessionManager::Create(o, &counters);
-  ASSERT_TRUE(m.ok()) << m.status();
-  IngestConnection c(m->get(), &counters, &log, {3, 0, 0}, 1 << 20);
+// Over a manager that writes snapshots (a data directory).
+class IngestConnectionDurable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SessionManagerOptions o;
+    o.data_dir = dir_.path();
+    auto m = SessionManager::Create(o, &counters_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    manager_ = *std::move(m);
+  }
+  test_util::TempDir dir_{"ttconn"};
+  DaemonCounters counters_;
+  RateLimitedLog log_;
+  std::unique_ptr<SessionManager> manager_;
+};
+
+TEST_F(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAcknowledgedOnce) {
+  IngestConnection c(manager_.get(), &counters_, &log_, {3, 0, 0}, 1 << 20);
   std::string out;
   ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
   auto r = Replies(out);
@@ -204,7 +214,7 @@ TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAckn
   ev.mutable_events()->add_forward()->set_layer_id(0);
   ev.mutable_events()->add_forward()->set_layer_id(0);
   ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
-  (*m)->WriteDueSnapshots();
+  manager_->WriteDueSnapshots();
   c.AppendDurable(&out);
   r = Replies(out);
   ASSERT_EQ(r.size(), 1u);
@@ -212,9 +222,64 @@ TEST(IngestConnectionDurable, WelcomeCarriesTheDurablePointAndEachSnapshotIsAckn
   EXPECT_EQ(r[0].durable().sequence(), 7u);
   EXPECT_EQ(r[0].durable().events(), 2u);
   out.clear();
-  (*m)->WriteDueSnapshots();  // Nothing changed: no new snapshot, no new acknowledgement.
+  manager_->WriteDueSnapshots();  // Nothing changed: no new snapshot, no new acknowledgement.
   c.AppendDurable(&out);
   EXPECT_TRUE(out.empty());
+}
+
+// The End is answered with the session's final snapshot, written before OnFrame returns, and its
+// Durable frame: the agent waits for it before it lets the session's tail go. The durable wake-up
+// is called for every other snapshot written, from the writing thread, until the End.
+TEST_F(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledgement) {
+  int wakes = 0;
+  std::string id;
+  {
+    IngestConnection c(manager_.get(), &counters_, &log_, {3, 0, 0}, 1 << 20,
+                       [&wakes] { ++wakes; });
+    std::string out;
+    ASSERT_TRUE(c.OnFrame(Payload(Hello()), &out));
+    id = c.session_id();
+    v1::AgentMessage table;
+    table.mutable_layer_table()->add_layers()->set_full_name("fc");
+    ASSERT_TRUE(c.OnFrame(Payload(table), &out));
+    v1::AgentMessage ev;
+    ev.mutable_events()->set_sequence(1);
+    ev.mutable_events()->set_first_event(0);
+    ev.mutable_events()->add_forward()->set_layer_id(0);
+    ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
+    manager_->WriteDueSnapshots();
+    EXPECT_EQ(wakes, 1);
+    c.AppendDurable(&out);
+    ev.mutable_events()->set_sequence(2);
+    ev.mutable_events()->set_first_event(1);
+    ASSERT_TRUE(c.OnFrame(Payload(ev), &out));
+    out.clear();
+    v1::AgentMessage end;
+    end.mutable_end();
+    ASSERT_TRUE(c.OnFrame(Payload(end), &out));
+    auto r = Replies(out);
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_TRUE(r[0].has_durable()) << r[0].DebugString();
+    EXPECT_EQ(r[0].durable().sequence(), 2u);
+    EXPECT_EQ(r[0].durable().events(), 2u);
+    EXPECT_EQ(wakes, 1);  // The final one goes straight into `out`.
+    auto snap = manager_->GetSnapshot(id);
+    ASSERT_TRUE(snap.ok());
+    EXPECT_EQ(snap->session().state(), v1::SESSION_STATE_FINISHED);
+  }
+  absl::StatusOr<TraceRecord> record = ReadTraceFile(manager_->SnapshotPath(id));
+  ASSERT_TRUE(record.ok()) << record.status();
+  std::optional<v1::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->info().state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_EQ(a->info().events(), 2u);
+  // The connection is gone: its wake-up is no longer called.
+  v1::EventBatch more;
+  more.add_forward()->set_layer_id(0);
+  manager_->Find(id)->session->AddBatch(more);
+  manager_->WriteDueSnapshots();
+  EXPECT_EQ(counters_.snapshots_written.load(), 3u);
+  EXPECT_EQ(wakes, 1);
 }
 
 }  // namespace

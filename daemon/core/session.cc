@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "protocol/frame_decoder.h"
 #include "protocol/record_proto.h"
 #include "trace/atomic_file.h"
+#include "trace/forward_passes.h"
 #include "trace/json.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
@@ -29,6 +31,33 @@ void CapTensors(std::vector<TensorInfo>* tensors) {
     t.shape.shrink_to_fit();
   }
   tensors->shrink_to_fit();
+}
+
+int64_t UnixNsOrZero(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixNanos(t); }
+
+void FlightToProto(const FlightStatus& f, v1::FlightStatus* out) {
+  if (!f.recorder && !f.exit.has_value() && f.bundles == 0) return;
+  out->set_recorder(f.recorder);
+  out->set_position(f.position);
+  out->set_step(f.step);
+  out->set_phase(f.phase);
+  out->set_layer(f.layer);
+  out->set_moved_unix_ns(UnixNsOrZero(f.moved));
+  out->set_since_unix_ns(UnixNsOrZero(f.since));
+  out->set_stalled(f.stalled);
+  out->set_stalled_since_unix_ns(f.stalled ? UnixNsOrZero(f.stalled_since) : 0);
+  out->set_stall_threshold_s(absl::ToDoubleSeconds(f.stall_threshold));
+  out->set_median_step_s(f.median_step ? absl::ToDoubleSeconds(*f.median_step) : 0.0);
+  out->set_stalls(f.stalls);
+  if (f.exit.has_value()) {
+    v1::ProcessExit* e = out->mutable_exit();
+    e->set_known(f.exit->known);
+    e->set_signal(f.exit->signal);
+    e->set_code(f.exit->code);
+    e->set_core_dumped(f.exit->core_dumped);
+    e->set_description(f.exit->description);
+  }
+  out->set_bundles(f.bundles);
 }
 
 TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
@@ -77,6 +106,9 @@ LayerTrace MergeLayer(const LayerTrace& a, const LayerTrace& b) {
   out.forward_count = a.forward_count + b.forward_count;
   out.has_nan = a.has_nan || b.has_nan;
   out.has_inf = a.has_inf || b.has_inf;
+  out.inf_in_masks_only = a.has_inf && b.has_inf ? a.inf_in_masks_only && b.inf_in_masks_only
+                          : a.has_inf            ? a.inf_in_masks_only
+                                                 : b.inf_in_masks_only;
   if (b.backward_count > 0) {
     out.grad_norm = b.grad_norm;
     out.grad_mean = b.grad_mean;
@@ -288,13 +320,19 @@ void Session::ApplyForwardLocked(const protocol::wire::ForwardFields& e,
   s.tensors_omitted = true;
   s.outputs_had_nan = e.outputs_have_nan;
   s.outputs_had_inf = e.outputs_have_inf;
+  s.outputs_inf_in_masks_only = e.outputs_inf_in_masks_only;
   s.mem_alloc_delta = e.mem_alloc_delta;
   s.mem_reserved_delta = e.mem_reserved_delta;
+  if (e.step < static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    forward_passes_ = std::max(forward_passes_, static_cast<int64_t>(e.step) + 1);
+  }
   LayerHistory& history = history_[static_cast<size_t>(id)];
   const bool history_was_empty = history.points().empty();
   const uint64_t thinnings = history.thinnings();
+  // A point is marked when the step's outputs carried trouble (trace/nonfinite.h): masks are not.
   history.RecordForward(e.step, s.latency_ms, e.first_output_std,
-                        e.outputs_have_nan || e.outputs_have_inf, changes_);
+                        e.outputs_have_nan || (e.outputs_have_inf && !e.outputs_inf_in_masks_only),
+                        changes_);
   TouchLayerLocked(id, history_was_empty, thinnings);
   if (absl::Status st = agg.AddForward(id, std::move(s)); !st.ok()) {
     RejectLocked(e.layer_id, out);
@@ -383,6 +421,7 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
     if (!m.nan_origin) {
       m.nan_origin = got;
       aggregator_.SetMetadata(std::move(m));
+      nan_found_ = arrived;
     } else if (m.nan_origin->op.empty() && !got.op.empty() && m.nan_origin->layer == got.layer &&
                m.nan_origin->step == got.step) {
       m.nan_origin = got;  // The same origin, now with its op (sent after the step's forward).
@@ -474,6 +513,25 @@ bool Session::has_events() const {
 
 uint64_t Session::DroppedLocked() const { return client_dropped_ + lost_events_; }
 
+void Session::SetFlight(const FlightStatus& flight) {
+  absl::MutexLock lock(&mu_);
+  if (flight == flight_) return;
+  flight_ = flight;
+  ++changes_;
+}
+
+FlightStatus Session::flight() const {
+  absl::MutexLock lock(&mu_);
+  return flight_;
+}
+
+std::optional<Session::NanFound> Session::nan_found() const {
+  absl::MutexLock lock(&mu_);
+  std::optional<NanOrigin> origin = aggregator_.metadata().nan_origin;
+  if (!origin.has_value()) return std::nullopt;
+  return NanFound{*std::move(origin), nan_found_};
+}
+
 v1::SessionInfo Session::Info() const {
   absl::MutexLock lock(&mu_);
   return InfoLocked();
@@ -502,6 +560,13 @@ v1::SessionInfo Session::InfoLocked() const {
   info.set_peer_uid(peer_.uid);
   info.set_peer_gid(peer_.gid);
   info.set_peer_pid(peer_.pid);
+  FlightToProto(flight_, info.mutable_flight());
+  if (nan_found_ != absl::InfinitePast()) {
+    info.mutable_flight()->set_nan_found_unix_ns(absl::ToUnixNanos(nan_found_));
+    if (std::optional<NanOrigin> origin = aggregator_.metadata().nan_origin) {
+      ToProto(*origin, info.mutable_flight()->mutable_nan_origin());
+    }
+  }
   return info;
 }
 
@@ -523,7 +588,15 @@ TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.
 
 TraceRecord Session::RecordFromLocked(TraceRecord r) const {
   r.op_graph_json = op_graph_json_;
-  if (restored_.has_value()) r = MergeRecords(restored_->record, r);
+  int64_t passes = forward_passes_;
+  if (restored_.has_value()) {
+    r = MergeRecords(restored_->record, r);
+    // Steps continue across a restart; a resumed session with no new event keeps its count.
+    if (restored_->record.metadata.FindExtra(kForwardPassesKey) != nullptr) {
+      passes = std::max(passes, ForwardPasses(restored_->record));
+    }
+  }
+  SetForwardPasses(passes, &r);
   r.metadata.SetExtra("dropped_events", absl::StrCat(DroppedLocked()));
   std::string id_json;
   AppendJsonString(id_, &id_json);
@@ -648,9 +721,28 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
   CrashPoint("snapshot");
   if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
   written_changes_ = changes;
-  absl::MutexLock lock(&mu_);
-  durable_ = durable;
+  bool moved;
+  {
+    absl::MutexLock lock(&mu_);
+    moved = !(durable_ == durable);
+    durable_ = durable;
+  }
+  if (moved) {
+    absl::MutexLock lock(&listeners_mu_);
+    for (const auto& [id, listener] : listeners_) listener();
+  }
   return true;
+}
+
+uint64_t Session::AddDurableListener(std::function<void()> listener) {
+  absl::MutexLock lock(&listeners_mu_);
+  listeners_.emplace_back(next_listener_, std::move(listener));
+  return next_listener_++;
+}
+
+void Session::RemoveDurableListener(uint64_t id) {
+  absl::MutexLock lock(&listeners_mu_);
+  std::erase_if(listeners_, [id](const auto& l) { return l.first == id; });
 }
 
 size_t SessionMemoryBound(size_t layers, size_t history_steps) {

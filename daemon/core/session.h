@@ -11,15 +11,18 @@
 #define TRACETORCH_DAEMON_CORE_SESSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/core/flight_status.h"
 #include "daemon/core/history.h"
 #include "protocol/frame_decoder.h"
 #include "trace/aggregator.h"
@@ -119,9 +122,26 @@ class Session {
     bool operator==(const Durable&) const = default;
   };
   Durable durable() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls `listener` after each snapshot write that moves durable(), on the writing thread, until
+  // RemoveDurableListener(id) (which waits for a call in progress): the ingest connection's
+  // wake-up, so that an acknowledgement leaves at once. `listener` must not block or call into
+  // this session.
+  uint64_t AddDurableListener(std::function<void()> listener) ABSL_LOCKS_EXCLUDED(listeners_mu_);
+  void RemoveDurableListener(uint64_t id) ABSL_LOCKS_EXCLUDED(listeners_mu_);
 
   SessionState state() const ABSL_LOCKS_EXCLUDED(mu_);
   int32_t peer_uid() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // What the flight monitor (flight_monitor.h) knows of the process: reported in Info()
+  // (SessionInfo.flight, with the NaN origin and when it arrived). A change bumps the version.
+  void SetFlight(const FlightStatus& flight) ABSL_LOCKS_EXCLUDED(mu_);
+  FlightStatus flight() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The NaN origin received so far, with when it arrived (daemon clock).
+  struct NanFound {
+    NanOrigin origin;
+    absl::Time at;
+  };
+  std::optional<NanFound> nan_found() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether any event was accepted, rejected or reported dropped (restored counts included): a
   // session without is not worth keeping as history (a Hello and nothing else).
   bool has_events() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -229,10 +249,14 @@ class Session {
   uint64_t lost_events_ ABSL_GUARDED_BY(mu_) = 0;        // In flight across reconnects.
   uint64_t received_this_run_ ABSL_GUARDED_BY(mu_) = 0;  // Since the restore (gap accounting).
   uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;      // Highest batch sequence applied.
-  Durable durable_ ABSL_GUARDED_BY(mu_);                 // Of the latest snapshot written.
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;            // The version (WatchView).
-  std::string op_graph_json_ ABSL_GUARDED_BY(mu_);       // First op graph received, canonical.
+  // Forward passes so far: one more than the highest step of a forward event (0: none yet).
+  int64_t forward_passes_ ABSL_GUARDED_BY(mu_) = 0;
+  Durable durable_ ABSL_GUARDED_BY(mu_);            // Of the latest snapshot written.
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;       // The version (WatchView).
+  std::string op_graph_json_ ABSL_GUARDED_BY(mu_);  // First op graph received, canonical.
   absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  FlightStatus flight_ ABSL_GUARDED_BY(mu_);
+  absl::Time nan_found_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // When the origin came.
   // By aggregator id, for WatchView: versions of the latest and first accepted event, and of the
   // first history point (0 = none yet), and of the latest history thinning (0 = never).
   std::vector<uint64_t> layer_changed_ ABSL_GUARDED_BY(mu_);
@@ -243,6 +267,10 @@ class Session {
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   uint64_t written_changes_ ABSL_GUARDED_BY(write_mu_) = ~0ull;
+
+  absl::Mutex listeners_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  std::vector<std::pair<uint64_t, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  uint64_t next_listener_ ABSL_GUARDED_BY(listeners_mu_) = 1;
 };
 
 // Merges a record restored from disk (`before`) with what was aggregated since (`after`): counts

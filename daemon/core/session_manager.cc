@@ -85,7 +85,11 @@ absl::StatusOr<std::unique_ptr<SessionManager>> SessionManager::Create(
 }
 
 SessionManager::SessionManager(SessionManagerOptions options, DaemonCounters* counters, Clock clock)
-    : options_(std::move(options)), counters_(counters), clock_(std::move(clock)) {}
+    : options_(std::move(options)),
+      counters_(counters),
+      clock_(std::move(clock)),
+      snapshot_health_("snapshot", &counters_->snapshot_errors),
+      index_health_("index", &counters_->index_errors) {}
 
 std::string SessionManager::SnapshotPath(std::string_view id) const {
   if (options_.data_dir.empty()) return "";
@@ -307,24 +311,41 @@ void SessionManager::Release(const std::shared_ptr<Session>& session, uint64_t a
   WriteIndexIfDue();
 }
 
-void SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool force) {
+bool SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool force) {
+  bool ok = true;
   if (!options_.data_dir.empty() && session->has_events()) {
-    absl::StatusOr<bool> written = session->WriteSnapshot(SnapshotPath(session->id()), force);
+    const std::string path = SnapshotPath(session->id());
+    absl::StatusOr<bool> written = session->WriteSnapshot(path, force);
+    if (written.status().code() == absl::StatusCode::kNotFound) {
+      // The sessions folder was removed under the daemon: make it again, once.
+      const std::string sessions = absl::StrCat(options_.data_dir, "/sessions");
+      if (MakeDataDirectory(sessions).ok()) {
+        spdlog::warn("{} was removed; made it again", sessions);
+        written = session->WriteSnapshot(path, force);
+      }
+    }
     if (!written.ok()) {
-      Bump(counters_->snapshot_errors);
-      spdlog::error("snapshot of session {} failed: {}", session->id(),
-                    written.status().ToString());
-    } else if (*written) {
-      Bump(counters_->snapshots_written);
-      CrashPoint("snapshot-written");
+      snapshot_health_.Failed(
+          absl::Status(written.status().code(),
+                       absl::StrCat("session ", session->id(), ": ", written.status().message())),
+          clock_());
+      ok = false;
+    } else {
+      snapshot_health_.Succeeded();
+      if (*written) {
+        Bump(counters_->snapshots_written);
+        CrashPoint("snapshot-written");
+      }
     }
   }
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(session->id());
   if (it != entries_.end()) {
     it->second.index = session->IndexEntry();
+    it->second.not_durable = !ok;
     index_dirty_ = true;
   }
+  return ok;
 }
 
 int32_t SessionManager::UidLocked(const Entry& e) const {
@@ -404,10 +425,11 @@ void SessionManager::EvictLocked() {
     order_ = std::move(kept);
   }
   // Then ended sessions leave memory, fairly across uids (FairVictimsLocked).
+  // (Never one whose latest state is only in memory.)
   if (in_memory > options_.max_sessions_in_memory) {
     auto held = [](const Entry& e) { return e.session != nullptr; };
     auto evictable = [this](const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return e.session != nullptr && EndedLocked(e);
+      return e.session != nullptr && !e.not_durable && EndedLocked(e);
     };
     for (const std::string& id :
          FairVictimsLocked(in_memory - options_.max_sessions_in_memory, held, evictable)) {
@@ -421,8 +443,9 @@ void SessionManager::EvictLocked() {
   // The index itself is bounded: forget ended sessions (their files stay on disk), fairly.
   if (order_.size() > options_.max_index_entries) {
     auto all = [](const Entry&) { return true; };
-    auto forgettable = [this](const Entry& e)
-                           ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return EndedLocked(e); };
+    auto forgettable = [this](const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !e.not_durable && EndedLocked(e);
+    };
     std::vector<std::string> victims =
         FairVictimsLocked(order_.size() - options_.max_index_entries, all, forgettable);
     for (size_t i = 0; i < victims.size(); ++i) Bump(counters_->limit_hits);
@@ -476,6 +499,7 @@ void SessionManager::WriteIndexIfDue() {
     absl::MutexLock lock(&mu_);
     if (!index_dirty_ || clock_() - last_index_write_ < options_.index_interval) return;
   }
+  if (!index_health_.Due(clock_())) return;  // Failing: waits out the back-off.
   WriteIndex();
 }
 
@@ -510,19 +534,25 @@ void SessionManager::WriteIndex() {
   print.add_whitespace = true;
   print.preserve_proto_field_names = true;
   if (auto s = google::protobuf::util::MessageToJsonString(index, &json, print); !s.ok()) {
-    Bump(counters_->snapshot_errors);
-    spdlog::error("cannot encode the session index: {}", s.message().as_string());
+    index_health_.Failed(absl::InternalError(absl::StrCat("cannot encode the session index: ",
+                                                          s.message().as_string())),
+                         clock_());
     return;
   }
   CrashPoint("index");
-  if (absl::Status s =
-          WriteFileAtomic(absl::StrCat(options_.data_dir, "/index.json"), json, kDataFileMode);
-      !s.ok()) {
-    Bump(counters_->snapshot_errors);
-    spdlog::error("cannot write the session index: {}", s.ToString());
+  const std::string path = absl::StrCat(options_.data_dir, "/index.json");
+  absl::Status s = WriteFileAtomic(path, json, kDataFileMode);
+  if (s.code() == absl::StatusCode::kNotFound && MakeDataDirectory(options_.data_dir).ok()) {
+    spdlog::warn("{} was removed; made it again", options_.data_dir);
+    s = WriteFileAtomic(path, json, kDataFileMode);
+  }
+  if (!s.ok()) {
+    index_health_.Failed(s, clock_());
     absl::MutexLock lock(&mu_);
     index_dirty_ = true;
+    return;
   }
+  index_health_.Succeeded();
 }
 
 std::vector<v1::SessionInfo> SessionManager::List(std::string_view job_id) const {
@@ -592,12 +622,41 @@ void SessionManager::WriteDueSnapshots() {
   std::vector<std::shared_ptr<Session>> sessions;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, e] : entries_) {
-      if (e.session != nullptr) sessions.push_back(e.session);
+    // Those that failed first (oldest first), so that a retry makes them durable first.
+    for (const std::string& id : order_) {
+      const Entry& e = entries_.at(id);
+      if (e.session != nullptr && e.not_durable) sessions.push_back(e.session);
+    }
+    for (const std::string& id : order_) {
+      const Entry& e = entries_.at(id);
+      if (e.session != nullptr && !e.not_durable) sessions.push_back(e.session);
+    }
+    if (!options_.data_dir.empty() && !order_.empty() &&
+        !std::filesystem::exists(absl::StrCat(options_.data_dir, "/index.json"))) {
+      index_dirty_ = true;  // Removed under the daemon: written again.
     }
   }
-  for (const auto& s : sessions) WriteSession(s, /*force=*/false);
+  size_t caught_up = 0;
+  if (snapshot_health_.Due(clock_())) {
+    for (const auto& s : sessions) {
+      // A file removed under the daemon is written again, changed or not.
+      const bool gone = !options_.data_dir.empty() && s->has_events() &&
+                        !std::filesystem::exists(SnapshotPath(s->id()));
+      if (!WriteSession(s, /*force=*/gone)) break;  // Failing: the back-off decides the next.
+      ++caught_up;
+    }
+  }
+  if (caught_up > 0) {
+    absl::MutexLock lock(&mu_);
+    EvictLocked();  // Sessions held for want of a file may leave memory now.
+  }
   WriteIndexIfDue();
+}
+
+bool SessionManager::RetryDue() const {
+  const absl::Time now = clock_();
+  return (snapshot_health_.failing() && snapshot_health_.Due(now)) ||
+         (index_health_.failing() && index_health_.Due(now));
 }
 
 void SessionManager::Shutdown() {
@@ -625,6 +684,7 @@ SessionManager::Totals SessionManager::totals() const {
     if (e.session == nullptr) continue;
     ++t.in_memory;
     if (e.session->state() == SessionState::kLive) ++t.live;
+    if (e.not_durable) ++t.not_durable;
     t.dropped_events += e.session->Info().dropped_events();
   }
   return t;

@@ -20,6 +20,15 @@
 // listed while in memory, but never written to disk or to the index, and it is the first to go,
 // entirely, when ended sessions are evicted.
 //
+// A data directory that fills up, turns read-only or loses files: the manager keeps serving from
+// memory. Every failed snapshot or index write is counted (snapshot_errors, index_errors) and
+// logged once per cause (WriteHealth); a session whose latest state could not be written stays in
+// memory whatever the limits (Totals::not_durable) and is never acknowledged durable (so its
+// agent keeps what it sent); writes are retried with back-off (RetryDue) and catch up by
+// themselves when space returns; a sessions folder or index removed under the daemon is made
+// again, and a snapshot file removed while its session is in memory is written again.
+// WriteFileAtomic never leaves a torn or empty file where a good one was.
+//
 // Limits: live sessions, in all and per peer uid (a new session beyond either is refused with
 // ResourceExhausted and counted in DaemonCounters::limit_hits; a resume is not a new session),
 // sessions held in memory (ended ones beyond it are evicted, counted in sessions_evicted; they stay
@@ -55,6 +64,7 @@
 #include "daemon/core/data_dir.h"
 #include "daemon/core/session.h"
 #include "daemon/core/session_key.h"
+#include "daemon/core/write_health.h"
 #include "tracetorch/v1/agent.pb.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -116,10 +126,11 @@ class SessionManager {
   absl::StatusOr<Opened> Open(const v1::Hello& hello, const PeerCredentials& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The connection that opened `attachment` is gone. Without `ended` (no End received) a live
-  // session becomes aborted. Either way its snapshot (when it has events) is written before this
-  // returns (a write error is logged and counted in snapshot_errors), and the index is written
-  // when due (see index_interval). A stale attachment (the agent already reconnected) is ignored.
+  // The connection that opened `attachment` is gone, or its agent sent End (`ended`). Without
+  // `ended` a live session becomes aborted. Either way its snapshot (when it has events) is
+  // written before this returns, whatever the back-off (a write error is counted in
+  // snapshot_errors, and the session stays in memory), and the index is written when due (see
+  // index_interval). A stale attachment (the agent already reconnected) is ignored.
   void Release(const std::shared_ptr<Session>& session, uint64_t attachment, bool ended)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -141,8 +152,12 @@ class SessionManager {
   absl::StatusOr<Found> Find(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes the snapshot of every in-memory session with events that changed since its last
-  // write, then the index if anything changed and it is due. Called every snapshot interval.
+  // write (or whose file is gone), then the index if anything changed and it is due. Called every
+  // snapshot interval, and whenever RetryDue(). While writes fail it waits out the back-off and
+  // stops at the first failure.
   void WriteDueSnapshots() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether snapshot writes failed and their back-off has passed: time for WriteDueSnapshots.
+  bool RetryDue() const;
 
   // Applies retention and writes the index if it changed and index_interval has passed since its
   // last write.
@@ -157,11 +172,15 @@ class SessionManager {
     uint64_t in_memory = 0;
     uint64_t known = 0;
     uint64_t dropped_events = 0;  // Over the sessions in memory.
+    uint64_t not_durable = 0;     // Sessions whose latest snapshot write failed (kept in memory).
   };
   Totals totals() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The snapshot path of a session id (DATA_DIR/sessions/<id>.json); empty without a data dir.
   std::string SnapshotPath(std::string_view id) const;
+  // Whether sessions are written to disk (a data directory): without, nothing is ever durable,
+  // and the ingest connections acknowledge nothing (agents then keep nothing for re-sending).
+  bool persistent() const { return !options_.data_dir.empty(); }
 
  private:
   struct Entry {
@@ -169,6 +188,7 @@ class SessionManager {
     v1::SessionIndexEntry index;       // Refreshed when the session is written or evicted.
     uint64_t attachment = 0;           // Current attachment; 0 = none.
     absl::Time started;
+    bool not_durable = false;  // The latest snapshot write failed: kept in memory until one works.
   };
 
   SessionManager(SessionManagerOptions options, DaemonCounters* counters, Clock clock);
@@ -178,7 +198,8 @@ class SessionManager {
   // zero counts when there is no file.
   Session::Restored RestoreLocked(const std::string& id, const v1::SessionIndexEntry& index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WriteSession(const std::shared_ptr<Session>& session, bool force);
+  // Writes `session`'s snapshot when it changed (or `force`); false when the write failed.
+  bool WriteSession(const std::shared_ptr<Session>& session, bool force);
   void WriteIndex() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
   void WriteIndexIfDue() ABSL_LOCKS_EXCLUDED(mu_, index_mu_);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -204,6 +225,8 @@ class SessionManager {
   const SessionManagerOptions options_;
   DaemonCounters* const counters_;
   const Clock clock_;
+  WriteHealth snapshot_health_;
+  WriteHealth index_health_;
   std::optional<SessionKey> key_;  // Set by Create(); constant afterwards.
 
   mutable absl::Mutex mu_;

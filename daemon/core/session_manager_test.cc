@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -663,6 +666,104 @@ TEST(SessionManager, InvalidOptions) {
   p.session_limits.history_steps = 1;
   EXPECT_EQ(SessionManager::Create(p, &counters).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tracetorch::daemon
+
+namespace tracetorch::daemon {
+namespace {
+
+// The sessions folder replaced by a file: every snapshot write fails (NotADirectory, then the
+// folder cannot be made), whoever runs the test.
+void BreakSessionsFolder(const std::string& data_dir) {
+  std::filesystem::remove_all(data_dir + "/sessions");
+  ASSERT_TRUE(WriteFileAtomic(data_dir + "/sessions", "not a folder").ok());
+}
+
+// Snapshot writes that fail: the sessions stay in memory whatever the limit, readable, never
+// acknowledged durable; every failure is counted; retries wait out a back-off and stop at the
+// first failure; once the folder is writable again one retry catches everything up.
+TEST(SessionManagerDisk, SessionsThatCannotBeWrittenStayInMemoryUntilARetryWorks) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  o.max_sessions_in_memory = 1;
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  auto m = SessionManager::Create(o, &counters, [&now] { return now; });
+  ASSERT_TRUE(m.ok()) << m.status();
+  BreakSessionsFolder(dir.path());
+  std::vector<std::shared_ptr<Session>> ended;
+  for (const char* host : {"a", "b"}) {
+    auto s = (*m)->Open(MakeHello(host), {});
+    ASSERT_TRUE(s.ok());
+    Feed(*s->session, 3);
+    s->session->Finish(v1::End(), now);
+    (*m)->Release(s->session, s->attachment, /*ended=*/true);  // Written at once: fails.
+    ended.push_back(s->session);
+  }
+  EXPECT_EQ(counters.snapshot_errors.load(), 2u);
+  EXPECT_EQ((*m)->totals().not_durable, 2u);
+  EXPECT_EQ((*m)->totals().in_memory, 2u);  // Over the limit of 1: nothing else holds them.
+  EXPECT_EQ(counters.sessions_evicted.load(), 0u);
+  for (const auto& s : ended) {
+    EXPECT_EQ(s->durable(), Session::Durable{}) << "acknowledged what is not on disk";
+    auto snap = (*m)->GetSnapshot(s->id());
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    EXPECT_EQ(snap->session().events(), 3u);
+  }
+
+  // The back-off: nothing is tried before it passes, then one failure stops the pass.
+  EXPECT_FALSE((*m)->RetryDue());
+  (*m)->WriteDueSnapshots();
+  EXPECT_EQ(counters.snapshot_errors.load(), 2u);
+  now += absl::Seconds(1);
+  EXPECT_TRUE((*m)->RetryDue());
+  (*m)->WriteDueSnapshots();
+  EXPECT_EQ(counters.snapshot_errors.load(), 3u);
+  EXPECT_FALSE((*m)->RetryDue());
+
+  // Writable again: one retry after the back-off catches both up, and the memory limit holds.
+  ASSERT_TRUE(std::filesystem::remove(dir.path() + "/sessions"));
+  now += absl::Seconds(2);
+  ASSERT_TRUE((*m)->RetryDue());
+  (*m)->WriteDueSnapshots();
+  EXPECT_EQ(counters.snapshot_errors.load(), 3u);
+  EXPECT_EQ((*m)->totals().not_durable, 0u);
+  EXPECT_FALSE((*m)->RetryDue());
+  for (const auto& s : ended) {
+    EXPECT_EQ(s->durable().events, 3u);
+    EXPECT_TRUE(ReadTraceFile((*m)->SnapshotPath(s->id())).ok());
+  }
+  EXPECT_EQ((*m)->totals().in_memory, 1u);
+  EXPECT_EQ(counters.sessions_evicted.load(), 1u);
+}
+
+// A snapshot file, and the index, removed while the session is in memory and unchanged: written
+// again by the next pass.
+TEST(SessionManagerDisk, FilesRemovedUnderTheManagerAreWrittenAgain) {
+  TempDir dir{"tracetorchd_sm"};
+  DaemonCounters counters;
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  auto m = SessionManager::Create(o, &counters, [&now] { return now; });
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto s = (*m)->Open(MakeHello(), {});
+  ASSERT_TRUE(s.ok());
+  Feed(*s->session, 3);
+  (*m)->WriteDueSnapshots();
+  const std::string path = (*m)->SnapshotPath(s->session->id());
+  ASSERT_TRUE(std::filesystem::exists(path));
+  ASSERT_TRUE(std::filesystem::exists(dir.path() + "/index.json"));
+  std::filesystem::remove_all(dir.path() + "/sessions");
+  std::filesystem::remove(dir.path() + "/index.json");
+  now += absl::Seconds(5);
+  (*m)->WriteDueSnapshots();
+  EXPECT_TRUE(ReadTraceFile(path).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/index.json"));
+  EXPECT_EQ(counters.snapshot_errors.load(), 0u);
 }
 
 }  // namespace

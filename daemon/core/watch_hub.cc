@@ -478,6 +478,26 @@ void WatchHub::SendEvictedState(Viewer& v, absl::Time now, Pass& pass) {
     return;
   }
   const std::shared_ptr<const v1::Snapshot>& snapshot = *ready->value;
+  if (snapshot->session().state() == v1::SESSION_STATE_LIVE) {
+    // Back in memory since the viewer subscribed: its agent resumed it (a restarted daemon that
+    // loaded it aborted from the index). Live, so not the end: follow it as a session in memory.
+    absl::StatusOr<SessionManager::Found> found = manager_->Find(v.evicted->session_id());
+    if (found.ok() && found->session != nullptr) {
+      Release(evicted_feeds_, v.evicted->session_id());
+      v.evicted.reset();
+      const std::shared_ptr<Session>& session = found->session;
+      auto phase = [this] {
+        poll_mu_.AssertHeld();
+        return NextPhase();
+      };
+      v.feed =
+          Attach(
+              feeds_, session.get(), [&] { return std::make_shared<SessionFeed>(session); }, phase)
+              .feed;
+      SendSessionState(v, now, pass);
+      return;
+    }
+  }
   const uint64_t sequence = v.machine.StateSent(0, snapshot->session(), now);
   pass.Send(v.id, SnapshotUpdate(snapshot, /*delta=*/false), sequence, 0, /*follow_up=*/true,
             options_.clock());

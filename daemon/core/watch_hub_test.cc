@@ -1010,6 +1010,60 @@ TEST_F(WatchHubTest, AnEvictedSessionWhoseFileIsGoneClosesItsViewersWithTheError
   EXPECT_EQ(hub->stats().watchers, 0u);
 }
 
+// A restarted daemon loads an interrupted session as aborted (not in memory); a viewer subscribes
+// to it, and its agent resumes it before the viewer's state is read. The viewer then follows the
+// live session: no session_ended (which said "live" and ended the view as if the session had
+// finished: cli_e2e_watch_terminal's flake after a daemon stop/start).
+TEST_F(WatchHubTest, AViewerOfAnInterruptedSessionFollowsItWhenItsAgentResumesIt) {
+  test_util::TempDir dir{"tthub"};
+  SessionManagerOptions o;
+  o.data_dir = dir.path();
+  UseManager(o);
+  std::string id;
+  {
+    SessionManager::Opened opened = OpenSession(2, 3);
+    id = opened.session->id();
+    manager_->Release(opened.session, opened.attachment, /*ended=*/false);  // Interrupted.
+    manager_->Shutdown();
+    manager_.reset();
+  }
+  UseManager(o);  // The restart.
+  ASSERT_EQ(manager_->Find(id)->session, nullptr);
+  UseManualPreparation();
+  WatchHub* hub = MakeHub();
+  FakeSink& sink = NewSink(/*auto_complete=*/true);
+  Subscribe(*hub, Request(id, 0.5), sink);
+  hub->Poll();  // The state is being read...
+  v1::Hello hello = MakeHello();
+  hello.set_resume_session_id(id);
+  auto resumed = manager_->Open(hello, {});  // ... when the agent resumes the session.
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_TRUE(resumed->resumed);
+  ASSERT_EQ(RunPreparations(), 1u);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 1u);
+  ASSERT_EQ(sink.update(0)->kind_case(), v1::WatchUpdate::kFull);
+  EXPECT_EQ(sink.update(0)->full().session().state(), v1::SESSION_STATE_LIVE);
+  EXPECT_FALSE(sink.closed().has_value());
+  // It keeps following the session: new events, the next tick, an update.
+  ASSERT_TRUE(resumed->session->DeclareLayers(Table(2)).ok());
+  resumed->session->AddBatch(Batch({0, 1}, 3, 2));
+  now_ += absl::Milliseconds(500);
+  hub->Poll();
+  ASSERT_EQ(sink.count(), 2u);
+  EXPECT_NE(sink.update(1)->kind_case(), v1::WatchUpdate::kSessionEnded);
+  EXPECT_EQ(sink.State().snapshot().session().events(), 4u * 5u);
+  EXPECT_FALSE(sink.closed().has_value());
+  // And its end is the end of the stream.
+  resumed->session->Finish(v1::End(), now_);
+  now_ += absl::Milliseconds(500);
+  hub->Poll();
+  hub->Poll();
+  hub->Poll();
+  ASSERT_TRUE(sink.closed().has_value());
+  EXPECT_EQ(sink.last()->session_ended().state(), v1::SESSION_STATE_FINISHED);
+}
+
 TEST_F(WatchHubTest, AJobSnapshotIsPreparedOffTheHubThreadWhileOthersAreServed) {
   std::shared_ptr<Session> r0 = NewSession(2, 3, "job-7", 0);
   std::shared_ptr<Session> r1 = NewSession(2, 3, "job-7", 1);

@@ -25,6 +25,14 @@
 namespace tracetorch::daemon {
 namespace {
 
+// Whether the unread bytes of `fd` begin with HTTP/2's client preface (a gRPC client): "PRI " is
+// also, as a frame header, a 541 MB frame that no agent sends.
+bool StartsWithHttp2Preface(int fd) {
+  char head[4];
+  const ssize_t n = recv(fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+  return n == static_cast<ssize_t>(sizeof(head)) && std::memcmp(head, "PRI ", sizeof(head)) == 0;
+}
+
 std::string ErrnoText(absl::string_view what, int err) {
   return absl::StrCat(what, ": ", std::strerror(err));
 }
@@ -54,6 +62,31 @@ bool SendAll(int fd, std::string_view data) {
     }
   }
   return true;
+}
+
+// read(2) that also takes the descriptors the peer passed with these bytes (SCM_RIGHTS) and hands
+// them to `conn`.
+ssize_t ReceiveWithFds(int fd, char* data, size_t size, IngestConnection& conn) {
+  constexpr size_t kMaxFds = 4;
+  iovec iov{data, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int passed;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      conn.OnPassedFd(passed);
+    }
+  }
+  return n;
 }
 
 }  // namespace
@@ -195,7 +228,7 @@ void IngestServer::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopping_ = true;
-    for (const auto& [fd, uid] : connections_) shutdown(fd, SHUT_RDWR);  // Wakes the threads.
+    for (const auto& [slot, c] : connections_) shutdown(c->fd, SHUT_RDWR);  // Wakes the threads.
   }
   budget_->Close();  // Wakes the connections waiting for memory.
   const uint64_t one = 1;
@@ -243,52 +276,93 @@ void IngestServer::AcceptLoop() {
       peer.uid = static_cast<int32_t>(cred.uid);
       peer.gid = static_cast<int32_t>(cred.gid);
     }
-    const uint32_t uid = static_cast<uint32_t>(peer.uid);
-    absl::Status slot;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) {
-        close(fd);
-        return;
-      }
-      slot = slots_.Acquire(uid);
-      if (slot.ok()) {
-        connections_.emplace(fd, uid);
-        ++active_threads_;
-      }
-    }
-    if (!slot.ok()) {
-      Bump(counters_->rejected_connections);
-      Bump(counters_->limit_hits);
-      log_->Warn("connection limit",
-                 absl::StrCat("ingest: refusing a connection from uid ", peer.uid, " (pid ",
-                              peer.pid, "): ", slot.message()));
-      std::string out;
-      IngestConnection::AppendRejection(slot, &out);
-      timeval tv{1, 0};
-      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-      SendAll(fd, out);
+    absl::Status refusal;
+    if (Admit(fd, peer, &refusal)) continue;
+    if (refusal.code() == absl::StatusCode::kCancelled) {  // Stopping.
       close(fd);
-      continue;
+      return;
     }
-    try {
-      std::thread([this, fd, peer] { Serve(fd, peer); }).detach();
-    } catch (const std::exception& e) {
-      log_->Warn("thread", absl::StrCat("ingest: cannot start a connection thread: ", e.what()));
-      close(fd);
-      absl::MutexLock lock(&mu_);
-      connections_.erase(fd);
-      slots_.Release(uid);
-      --active_threads_;
-    }
+    Bump(counters_->rejected_connections);
+    if (refusal.code() == absl::StatusCode::kResourceExhausted) Bump(counters_->limit_hits);
+    log_->Warn("connection limit", absl::StrCat("ingest: refusing a connection from uid ", peer.uid,
+                                                " (pid ", peer.pid, "): ", refusal.message()));
+    std::string out;
+    IngestConnection::AppendRejection(refusal, &out);
+    timeval tv{1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    SendAll(fd, out);
+    close(fd);
   }
 }
 
-void IngestServer::Serve(int fd, PeerCredentials peer) {
+bool IngestServer::Admit(int fd, const PeerCredentials& peer, absl::Status* refusal) {
+  auto c = std::make_unique<Connection>();
+  c->fd = fd;
+  c->peer = peer;
+  c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (c->wake_fd < 0) {
+    *refusal = absl::UnavailableError(ErrnoText("tracetorchd cannot take a connection", errno));
+    return false;
+  }
+  Connection* raw = c.get();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      close(c->wake_fd);
+      *refusal = absl::CancelledError("stopping");
+      return false;
+    }
+    absl::StatusOr<ConnectionSlots::Admission> slot =
+        slots_.Acquire(static_cast<uint32_t>(peer.uid));
+    if (!slot.ok()) {
+      close(c->wake_fd);
+      *refusal = slot.status();
+      return false;
+    }
+    if (slot->evicted.has_value()) {
+      // Its thread answers and closes it; the slot is this connection's already.
+      Bump(counters_->limit_hits);
+      auto victim = connections_.find(*slot->evicted);
+      if (victim != connections_.end()) {
+        victim->second->evicted.store(true, std::memory_order_relaxed);
+        const uint64_t one = 1;
+        (void)!write(victim->second->wake_fd, &one, sizeof(one));
+        connections_.erase(victim);
+      }
+    }
+    c->slot = slot->id;
+    c->hello_timeout = slot->scarce
+                           ? std::min(options_.hello_timeout, options_.scarce_hello_timeout)
+                           : options_.hello_timeout;
+    connections_.emplace(c->slot, raw);
+    ++active_threads_;
+  }
+  const uint64_t slot = c->slot;
+  const int wake = c->wake_fd;
+  try {
+    std::thread([this, c = std::move(c)]() mutable { Serve(std::move(c)); }).detach();
+  } catch (const std::exception& e) {
+    // The lambda, and the Connection with it, is gone.
+    log_->Warn("thread", absl::StrCat("ingest: cannot start a connection thread: ", e.what()));
+    absl::MutexLock lock(&mu_);
+    connections_.erase(slot);
+    slots_.Release(slot);
+    close(wake);
+    --active_threads_;
+    *refusal = absl::UnavailableError("tracetorchd cannot start a connection thread");
+    return false;
+  }
+  return true;
+}
+
+void IngestServer::Serve(std::unique_ptr<Connection> c) {
+  const int fd = c->fd;
+  const PeerCredentials peer = c->peer;
   // A daemon never blocks forever on a client that stopped reading.
   timeval tv{2, 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   Bump(counters_->connections_open);
+  bool viewer = false;
 
   if (!Allowed(static_cast<uint32_t>(peer.uid), static_cast<uint32_t>(peer.gid))) {
     Bump(counters_->rejected_connections);
@@ -299,24 +373,56 @@ void IngestServer::Serve(int fd, PeerCredentials peer) {
         absl::PermissionDeniedError("this uid/gid may not stream to tracetorchd"), &out);
     SendAll(fd, out);
   } else {
-    IngestConnection conn(manager_, counters_, log_, peer, options_.max_frame_bytes);
-    ReadFrames(fd, conn);
-  }
+    const int wake = c->wake_fd;
+    IngestConnection conn(manager_, counters_, log_, peer, options_.max_frame_bytes, [wake] {
+      const uint64_t one = 1;
+      (void)!write(wake, &one, sizeof(one));
+    });
+    conn.set_flight_monitor(options_.flight_monitor);
+    viewer = ReadFrames(*c, conn) == ReadEnd::kViewer;
+  }  // ~IngestConnection: the session's listener is gone before the eventfd closes.
   counters_->connections_open.fetch_sub(1, std::memory_order_relaxed);
+  {
+    absl::MutexLock lock(&mu_);
+    // Before close() or the hand-over: nobody may signal or shut down a reused fd number. An
+    // evicted connection's entry and slot are gone already.
+    auto it = connections_.find(c->slot);
+    if (it != connections_.end() && it->second == c.get()) connections_.erase(it);
+    slots_.Release(c->slot);
+    close(c->wake_fd);
+  }
+  c.reset();
+  if (viewer && options_.serve_viewer) {
+    timeval none{0, 0};  // gRPC drives the socket: no send timeout, non-blocking.
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0) {
+      options_.serve_viewer(fd);
+    } else {
+      close(fd);
+    }
+  } else {
+    if (viewer) {
+      log_->Warn("viewer on ingest socket",
+                 absl::StrCat("ingest: a gRPC client (pid ", peer.pid,
+                              ") connected to the agents' "
+                              "socket, which serves no viewers here; closed"));
+    }
+    close(fd);
+  }
   absl::MutexLock lock(&mu_);
-  connections_.erase(fd);  // Before close(): the fd number may be reused at once.
-  slots_.Release(static_cast<uint32_t>(peer.uid));
-  close(fd);
   --active_threads_;  // Last touch of `this`: Shutdown() may return right after.
 }
 
-void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
+IngestServer::ReadEnd IngestServer::ReadFrames(Connection& c, IngestConnection& conn) {
   using protocol::wire::kFrameHeaderBytes;
+  const int fd = c.fd;
   FrameBuffer buf(budget_, options_.base_buffer_bytes);
   std::string out;
   const absl::Time accepted = absl::Now();
   absl::Time last_frame = accepted;  // Or the end of the last wait for memory.
   size_t frame_bytes = 0;            // The frame being read, header included; 0: header unread.
+  bool first_read = true;            // Nothing read yet: a viewer may be at the other end.
   bool open = true;
   while (open) {
     if (buf.space_size() == 0) {
@@ -325,18 +431,29 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
       last_frame = std::max(last_frame, absl::Now());
     }
     const absl::Time deadline =
-        conn.has_session() ? last_frame + options_.idle_timeout : accepted + options_.hello_timeout;
+        conn.has_session() ? last_frame + options_.idle_timeout : accepted + c.hello_timeout;
     const absl::Duration left = deadline - absl::Now();
-    // Wakes at least every kDurablePollInterval to tell the agent of a new snapshot.
-    const absl::Duration wait = std::min(left, IngestConnection::kDurablePollInterval);
-    pollfd p{fd, POLLIN, 0};
+    pollfd p[2] = {{fd, POLLIN, 0}, {c.wake_fd, POLLIN, 0}};
     const int ready =
         left <= absl::ZeroDuration()
             ? 0
-            : poll(&p, 1,
+            : poll(p, 2,
                    static_cast<int>(std::min<int64_t>(
-                       absl::ToInt64Milliseconds(wait + absl::Milliseconds(1)), 1 << 30)));
+                       absl::ToInt64Milliseconds(left + absl::Milliseconds(1)), 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
+    if (ready > 0 && p[1].revents != 0) {
+      uint64_t signals;
+      (void)!read(c.wake_fd, &signals, sizeof(signals));
+      if (c.evicted.load(std::memory_order_relaxed)) {
+        conn.OnEvicted(
+            absl::ResourceExhaustedError(absl::StrCat(
+                "closed without a Hello after ",
+                absl::FormatDuration(absl::Trunc(absl::Now() - accepted, absl::Milliseconds(1))),
+                " to make room for a newer connection (the connection slots are full)")),
+            &out);
+        break;
+      }
+    }
     conn.AppendDurable(&out);
     if (!out.empty()) {
       const bool sent = SendAll(fd, out);
@@ -345,16 +462,25 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
     }
     if (ready == 0) {
       if (absl::Now() < deadline) continue;
+      if (conn.has_session() && conn.PeerStopped()) {
+        last_frame = absl::Now();  // Stopped, not idle: it is alive and will go on.
+        continue;
+      }
       conn.OnTimeout(
           absl::DeadlineExceededError(
               conn.has_session()
                   ? absl::StrCat("no complete frame for ",
                                  absl::FormatDuration(options_.idle_timeout))
-                  : absl::StrCat("no Hello within ", absl::FormatDuration(options_.hello_timeout))),
+                  : absl::StrCat("no Hello within ", absl::FormatDuration(c.hello_timeout))),
           &out);
       break;
     }
-    const ssize_t n = ready < 0 ? -1 : read(fd, buf.space(), buf.space_size());
+    if (ready > 0 && p[0].revents == 0) continue;  // Only the wake-up.
+    if (first_read && ready > 0) {
+      first_read = false;
+      if (StartsWithHttp2Preface(fd)) return ReadEnd::kViewer;  // Nothing consumed: gRPC's now.
+    }
+    const ssize_t n = ready < 0 ? -1 : ReceiveWithFds(fd, buf.space(), buf.space_size(), conn);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       conn.OnClosed(/*truncated=*/!buf.data().empty());
@@ -381,6 +507,10 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
         break;
       }
     }
+    if (conn.has_session() && !c.greeted.exchange(true, std::memory_order_relaxed)) {
+      absl::MutexLock lock(&mu_);
+      slots_.Greeted(c.slot);  // No longer taken to make room.
+    }
     if (!out.empty()) {
       if (!SendAll(fd, out)) open = false;
       out.clear();
@@ -388,6 +518,7 @@ void IngestServer::ReadFrames(int fd, IngestConnection& conn) {
   }
   if (!out.empty()) SendAll(fd, out);
   conn.OnClosed(/*truncated=*/false);
+  return ReadEnd::kClosed;
 }
 
 }  // namespace tracetorch::daemon

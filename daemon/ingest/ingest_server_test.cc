@@ -3,6 +3,7 @@
 #include "daemon/ingest/ingest_server.h"
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -313,6 +314,102 @@ TEST_F(IngestServerTest, OneUidCannotTakeEverySlot) {
   }
   EXPECT_EQ(counters_.rejected_connections.load(), 1u);
   ASSERT_EQ(chmod(dir_.path().c_str(), 0700), 0);
+}
+
+// A uid's share of the slots held by connections that never say Hello (a same-uid flood): a real
+// agent of that uid still gets in, taking the slot of the oldest idle connection, which is closed
+// with ResourceExhausted and counted.
+TEST_F(IngestServerTest, IdleConnectionsMakeRoomForAnAgentThatSaysHello) {
+  IngestServerOptions o;
+  o.max_connections = 8;
+  o.max_connections_per_uid = 2;
+  o.hello_timeout = absl::Seconds(60);
+  auto server = Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string path = dir_.path() + "/d.sock";
+  RawPeer idle1(path);
+  ASSERT_TRUE(idle1.ok());
+  ASSERT_TRUE(test_util::WaitFor([&] { return counters_.connections_open.load() == 1; }));
+  RawPeer idle2(path);
+  ASSERT_TRUE(idle2.ok());
+  ASSERT_TRUE(test_util::WaitFor([&] { return counters_.connections_open.load() == 2; }));
+  RawPeer agent(path);
+  ASSERT_TRUE(agent.Hello());
+  std::optional<v1::DaemonMessage> welcome = agent.Next();
+  ASSERT_TRUE(welcome.has_value() && welcome->has_welcome())
+      << "the idle connections locked it out";
+  EXPECT_EQ(FatalCode(idle1), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(counters_.connections_evicted.load(), 1u);
+  // The agent, greeted, is never taken for room: the next newcomer takes idle2's slot, and the
+  // one after that finds only greeted connections.
+  RawPeer second(path);
+  ASSERT_TRUE(second.Hello());
+  welcome = second.Next();
+  ASSERT_TRUE(welcome.has_value() && welcome->has_welcome());
+  EXPECT_EQ(FatalCode(idle2), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  RawPeer third(path);
+  EXPECT_EQ(FatalCode(third), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(counters_.connections_evicted.load(), 2u);
+  EXPECT_EQ(manager_->List().size(), 2u);
+}
+
+// While slots are scarce (the last quarter of a uid's share), a connection gets the short Hello
+// deadline; earlier ones keep the full one.
+TEST_F(IngestServerTest, ConnectionsTakingTheLastSlotsGetTheShortHelloDeadline) {
+  IngestServerOptions o;
+  o.max_connections = 16;
+  o.max_connections_per_uid = 4;
+  o.hello_timeout = absl::Seconds(60);
+  o.scarce_hello_timeout = absl::Milliseconds(50);
+  auto server = Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string path = dir_.path() + "/d.sock";
+  std::vector<std::unique_ptr<RawPeer>> idle;
+  for (size_t i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<RawPeer>(path));
+    ASSERT_TRUE(test_util::WaitFor([&] { return counters_.connections_open.load() == i + 1; }));
+  }
+  // The third (3 of 4: scarce) is closed soon; the first two are not.
+  EXPECT_EQ(FatalCode(*idle[2]), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_EQ(counters_.connections_timed_out.load(), 1u);
+  EXPECT_FALSE(idle[0]->Readable(100));
+  EXPECT_FALSE(idle[1]->Readable(0));
+}
+
+// An idle connection sleeps until its session's snapshot is written (an eventfd), instead of
+// waking every 100 ms to look: a second of idleness costs the daemon's threads almost no wake-up,
+// and the Durable frame still follows the snapshot at once.
+TEST_F(IngestServerTest, AnIdleConnectionSleepsUntilASnapshotIsWritten) {
+  SessionManagerOptions so;
+  so.data_dir = dir_.path() + "/data";
+  auto m = SessionManager::Create(so, &counters_);
+  ASSERT_TRUE(m.ok()) << m.status();
+  manager_ = *std::move(m);
+  auto server = Start(IngestServerOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  RawPeer agent(dir_.path() + "/d.sock");
+  ASSERT_TRUE(agent.Hello());
+  ASSERT_TRUE(agent.Next().has_value());
+  v1::AgentMessage table;
+  table.mutable_layer_table()->add_layers()->set_full_name("fc");
+  v1::AgentMessage batch;
+  batch.mutable_events()->set_sequence(1);
+  batch.mutable_events()->add_forward()->set_layer_id(0);
+  ASSERT_TRUE(agent.Send(table) && agent.Send(batch));
+  ASSERT_TRUE(test_util::WaitFor([&] { return counters_.events_total.load() == 1; }));
+
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  absl::SleepFor(absl::Seconds(1));
+  getrusage(RUSAGE_SELF, &after);
+  // The test's own sleep is one switch; a 100 ms poll would add ten.
+  EXPECT_LT(after.ru_nvcsw - before.ru_nvcsw, 5);
+
+  manager_->WriteDueSnapshots();
+  std::optional<v1::DaemonMessage> durable = agent.Next();
+  ASSERT_TRUE(durable.has_value() && durable->has_durable());
+  EXPECT_EQ(durable->durable().sequence(), 1u);
+  EXPECT_EQ(durable->durable().events(), 1u);
 }
 
 // Session ownership by SO_PEERCRED: a daemon restarted before it persisted a session (no events

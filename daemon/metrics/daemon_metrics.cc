@@ -13,6 +13,7 @@
 #include "google/protobuf/message.h"
 #include "spdlog/spdlog.h"
 #include "trace/divergence.h"
+#include "trace/forward_passes.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -57,12 +58,6 @@ double FieldValue(const v1::DaemonStats& stats, const google::protobuf::FieldDes
     default:
       return 0;
   }
-}
-
-int64_t Steps(const TraceRecord& record) {
-  int64_t steps = 0;
-  for (const LayerTrace& layer : record.layers) steps = std::max(steps, layer.forward_count);
-  return steps;
 }
 
 // The outermost layer (smallest depth; the slowest of those): its latest forward latency is
@@ -150,9 +145,14 @@ const std::vector<StatsSeries>& StatsSeriesTable() {
        "Agent connections refused: allow-list, connection or session limits, bad Hello."},
       {"limit_hits", "tracetorchd_limit_hits_total", true, "Configured limits reached."},
       {"snapshots_written", "tracetorchd_snapshots_written_total", true,
-       "Snapshot and index writes."},
+       "Session snapshot files written."},
       {"snapshot_errors", "tracetorchd_snapshot_errors_total", true,
-       "Snapshot and index writes that failed."},
+       "Session snapshot writes that failed (disk full, read-only, files removed)."},
+      {"index_errors", "tracetorchd_index_errors_total", true, "Session index writes that failed."},
+      {"baseline_errors", "tracetorchd_baseline_errors_total", true,
+       "Baseline writes and removals that failed."},
+      {"sessions_not_durable", "tracetorchd_sessions_not_durable", false,
+       "Sessions whose latest snapshot write failed: held in memory, retried with back-off."},
       {"bytes_received", "tracetorchd_received_bytes_total", true,
        "Ingest bytes, frame headers included."},
       {"cpu_seconds", "tracetorchd_cpu_seconds_total", true,
@@ -175,6 +175,19 @@ const std::vector<StatsSeries>& StatsSeriesTable() {
        "Frames that waited for other connections to release ingest memory."},
       {"connections_timed_out", "tracetorchd_connections_timed_out_total", true,
        "Connections closed for want of progress (no Hello, or no complete frame, in time)."},
+      {"connections_evicted", "tracetorchd_connections_evicted_total", true,
+       "Connections without a Hello closed to make room for newer ones (slots full)."},
+      {"stalled_sessions", "tracetorchd_stalled_sessions", false,
+       "Live sessions whose flight recorder position has not moved for their stall threshold."},
+      {"stalls_total", "tracetorchd_stalls_total", true, "Stall episodes seen."},
+      {"flight_recorders", "tracetorchd_flight_recorders", false,
+       "Sessions followed now with the flight recorder their agent passed."},
+      {"flight_recorders_refused", "tracetorchd_flight_recorders_refused_total", true,
+       "Flight recorders passed by agents that the daemon refused (not a sealed memfd, ...)."},
+      {"forensic_bundles_total", "tracetorchd_forensic_bundles_total", true,
+       "Forensic bundles written (stalled, aborted, first NaN/Inf)."},
+      {"forensic_bundle_errors", "tracetorchd_forensic_bundle_errors_total", true,
+       "Forensic bundles that could not be written to the data directory (kept in memory)."},
   };
   return *table;
 }
@@ -216,6 +229,15 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
              "Cross-rank divergence findings naming this session's rank (layers whose latency or "
              "gradient norm departs from the job's other live ranks).",
              false);
+  MetricFamily stalled =
+      Family("tracetorchd_session_stalled",
+             "1 while the session is stalled: live, its process alive, and its flight recorder "
+             "position unmoved for max(factor x median step time, floor). Sessions with a flight "
+             "recorder only.",
+             false);
+  MetricFamily position_age = Family(
+      "tracetorchd_session_position_age_seconds",
+      "Seconds since the daemon last saw the session's flight recorder position move.", false);
   MetricFamily layer_latency =
       Family("tracetorchd_layer_latency_seconds",
              "Mean forward latency of the session's slowest layers (--metrics-layers).", false);
@@ -226,7 +248,7 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
   for (size_t i = 0; i < sessions.size(); ++i) {
     const SessionSample& s = sessions[i];
     const std::vector<ClientMetric::Label> labels = SessionLabels(s.info);
-    Add(steps, labels, static_cast<double>(Steps(s.record)));
+    Add(steps, labels, static_cast<double>(ForwardPasses(s.record)));
     Add(events, labels, static_cast<double>(s.info.events()));
     Add(dropped, labels, static_cast<double>(s.info.dropped_events()));
     std::map<std::pair<std::string, std::string>, int64_t> by_kind;
@@ -245,6 +267,14 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
       Add(newest, labels, absl::ToDoubleSeconds(s.newest_event - absl::UnixEpoch()));
     }
     Add(divergence, labels, static_cast<double>(diverging[i]));
+    if (const v1::FlightStatus& f = s.info.flight(); f.recorder()) {
+      Add(stalled, labels, f.stalled() ? 1 : 0);
+      if (f.moved_unix_ns() > 0) {
+        Add(position_age, labels,
+            std::max(0.0,
+                     absl::ToDoubleSeconds(s.scraped - absl::FromUnixNanos(f.moved_unix_ns()))));
+      }
+    }
 
     if (options.layers_per_session == 0) continue;
     std::vector<const LayerTrace*> timed;
@@ -266,7 +296,7 @@ std::vector<MetricFamily> SessionFamilies(const std::vector<SessionSample>& sess
 
   std::vector<MetricFamily> out;
   for (MetricFamily* f : {&steps, &events, &dropped, &anomalies, &nan_origin, &step_time, &newest,
-                          &divergence, &layer_latency, &layer_grad}) {
+                          &divergence, &stalled, &position_age, &layer_latency, &layer_grad}) {
     if (!f->metric.empty()) out.push_back(std::move(*f));
   }
   return out;
@@ -287,6 +317,7 @@ std::vector<SessionSample> DaemonMetrics::LiveSessions() const {
     s.record = found->session->Record();
     s.newest_event = found->session->newest_event();
     s.info = found->session->Info();
+    s.scraped = absl::Now();
     if (s.info.state() != v1::SESSION_STATE_LIVE) continue;
     out.push_back(std::move(s));
   }

@@ -32,14 +32,16 @@ struct MetricsOptions {
 };
 
 // Series every live session has whatever its anomalies: steps, events, dropped events, the NaN
-// origin flag, the latest step time, the newest event's time and the rank divergence count.
-inline constexpr size_t kSeriesPerSession = 7;
+// origin flag, the latest step time, the newest event's time and the rank divergence count; with
+// a flight recorder also whether it is stalled and its position's age.
+inline constexpr size_t kSeriesPerSession = 9;
 
 // One live session as a scrape sees it.
 struct SessionSample {
   v1::SessionInfo info;
   TraceRecord record;
   absl::Time newest_event = absl::InfinitePast();  // InfinitePast: no event yet.
+  absl::Time scraped = absl::InfinitePast();       // When it was read (position ages).
 };
 
 // The prometheus name, type and help of each DaemonStats field, in field order. Every field of

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/diff_service.h"
+#include "daemon/core/fleet_registry.h"
+#include "daemon/core/flight_monitor.h"
 #include "daemon/core/worker_pool.h"
 #include "protocol/service_errors.h"
 
@@ -58,6 +60,72 @@ grpc::ServerUnaryReactor* TraceServiceImpl::GetStats(grpc::CallbackServerContext
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerUnaryReactor* TraceServiceImpl::GetForensics(grpc::CallbackServerContext* context,
+                                                         const v1::GetForensicsRequest* request,
+                                                         v1::ForensicsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const std::string& ref = request->session().session_id();
+  if (ref.empty()) {
+    reactor->Finish(ToGrpcStatus(
+        context, absl::InvalidArgumentError("GetForensics needs a session id or \"latest\"")));
+    return reactor;
+  }
+  absl::StatusOr<SessionManager::Found> found = deps_.manager->Find(ref);
+  if (!found.ok()) {
+    reactor->Finish(ToGrpcStatus(context, found.status()));
+    return reactor;
+  }
+  response->set_session_id(found->id);
+  if (deps_.flight != nullptr) {
+    absl::StatusOr<std::vector<std::string>> bundles =
+        deps_.flight->Bundles(found->id, request->now());
+    if (!bundles.ok()) {
+      reactor->Finish(ToGrpcStatus(context, bundles.status()));
+      return reactor;
+    }
+    for (const std::string& bytes : *bundles) {
+      if (!response->add_bundles()->ParseFromString(bytes))
+        response->mutable_bundles()->RemoveLast();
+    }
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TraceServiceImpl::GetJob(grpc::CallbackServerContext* context,
+                                                   const v1::GetJobRequest* request,
+                                                   v1::JobResponse* response) {
+  if (request->job_id().empty()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(context, absl::InvalidArgumentError("GetJob needs a job id")));
+    return reactor;
+  }
+  response->set_job_id(request->job_id());
+  if (deps_.fleet == nullptr) {
+    response->set_source("this daemon");
+    for (v1::SessionInfo& info : deps_.manager->List(request->job_id())) {
+      *response->add_ranks()->mutable_session() = std::move(info);
+    }
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  return OnStorePool(context, [this, request, response]() -> absl::Status {
+    absl::StatusOr<std::vector<FleetRank>> ranks = deps_.fleet->Job(request->job_id());
+    if (!ranks.ok()) return ranks.status();
+    response->set_source(deps_.fleet->Describe());
+    for (const FleetRank& r : *ranks) {
+      v1::JobRank* out = response->add_ranks();
+      out->set_daemon(r.daemon);
+      out->set_seen_unix_ns(absl::ToUnixNanos(r.seen));
+      if (!out->mutable_session()->ParseFromString(r.session_info)) {
+        response->mutable_ranks()->RemoveLast();
+      }
+    }
+    return absl::OkStatus();
+  });
 }
 
 // ---- Diff and named baselines: DiffService (daemon/core/diff_service.h) does the work ----------

@@ -6,6 +6,7 @@
 // of gRPC's (its slow states are prepared by the WatchHub's worker).
 //
 //   ListSessions, GetSnapshot, GetStats   service.cc       over SessionManager
+//   GetForensics                          service.cc       over FlightMonitor
 //   Diff, Set/List/RemoveBaseline         service.cc       over DiffService
 //   Watch                                 watch_service.cc over WatchHub (one reactor per viewer)
 //
@@ -30,6 +31,8 @@ namespace tracetorch::daemon {
 class WatchHub;
 class DiffService;
 class WorkerPool;
+class FlightMonitor;
+class FleetRegistry;
 
 // The one place absl::Status becomes grpc::Status (codes are numerically identical).
 grpc::Status ToGrpcStatus(const absl::Status& status);
@@ -49,6 +52,10 @@ struct ServiceDeps {
   WorkerPool* store_pool = nullptr;
   // Fills a DaemonStats (the daemon adds process figures and the event rate).
   std::function<v1::DaemonStats()> stats;
+  // Forensic bundles (GetForensics). Null: sessions have none (a service-only daemon).
+  FlightMonitor* flight = nullptr;
+  // The fleet store GetJob answers from (every daemon's registered ranks). Null: this daemon's.
+  FleetRegistry* fleet = nullptr;
 };
 
 // Watch is registered raw (its requests and updates as bytes): the hub gives each update's wire
@@ -68,6 +75,16 @@ class TraceServiceImpl final
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
                                      const v1::GetStatsRequest* request,
                                      v1::DaemonStats* response) override;
+  // The session's forensic bundles (FlightMonitor::Bundles; a past session's are read from its
+  // file). NotFound for an unknown session.
+  grpc::ServerUnaryReactor* GetForensics(grpc::CallbackServerContext* context,
+                                         const v1::GetForensicsRequest* request,
+                                         v1::ForensicsResponse* response) override;
+  // The job's sessions on this daemon; with a fleet store (ServiceDeps::fleet), every daemon's
+  // registered there (on the store pool: the store may block).
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const v1::GetJobRequest* request,
+                                   v1::JobResponse* response) override;
 
   // watch_service.cc: `request` is a serialized v1::WatchRequest (INVALID_ARGUMENT otherwise);
   // the stream's messages are serialized v1::WatchUpdate.

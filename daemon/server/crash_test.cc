@@ -1,3 +1,6 @@
+// The tail of a session: Close() waits for the daemon's acknowledgement of the final snapshot, and
+// counts what it did not get (TailOfASession).
+//
 // The real tracetorchd binary SIGKILLed while an agent streams to it, at chosen points (before its
 // first snapshot, mid-snapshot, between a snapshot and the index, during an index write, at a
 // random moment; sometimes twice), then restarted: the agent resumes and finishes, and in every
@@ -309,6 +312,77 @@ void OneRun(int run, uint32_t seed, Replay replay, uint64_t* lost) {
   EXPECT_EQ(index->sessions(0).info().state(), v1::SESSION_STATE_FINISHED);
   EXPECT_EQ(index->sessions(0).info().events(), in_trace);
   EXPECT_EQ(index->sessions(0).info().dropped_events(), on_disk.dropped_events());
+}
+
+// The stream position a session's snapshot file holds (events + rejected + lost); nullopt when
+// there is no whole snapshot file.
+std::optional<uint64_t> OnDisk(const std::string& data_dir, const std::string& id) {
+  absl::StatusOr<TraceRecord> record = ReadTraceFile(data_dir + "/sessions/" + id + ".json");
+  if (!record.ok()) return std::nullopt;
+  std::optional<v1::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
+  if (!a.has_value()) return std::nullopt;
+  return a->info().events() + a->info().rejected_events() + a->lost_events();
+}
+
+// An agent that streams `steps` steps (no periodic snapshot comes: --snapshot-interval 60) and
+// closes with the exit path's one-second budget.
+struct Tail {
+  absl::Status closed;
+  client::DaemonClientStats stats;
+  std::string id;
+  uint64_t produced = 0;
+};
+Tail StreamAndClose(const std::string& socket, int steps) {
+  client::DaemonClientOptions o;
+  o.address = absl::StrCat("unix://", socket);
+  o.identity = protocol::CurrentProcessIdentity();
+  o.identity.model_name = "Tail";
+  auto created = client::DaemonClient::Create(o);
+  EXPECT_TRUE(created.ok()) << created.status();
+  client::DaemonClient& c = **created;
+  c.DeclareLayers(Layers());
+  Producer p(&c);
+  EXPECT_TRUE(c.WaitUntilConnected(absl::Seconds(10)).ok()) << c.stats().last_error;
+  for (int i = 0; i < steps; ++i) p.Step();
+  Tail t;
+  t.id = c.session_id();
+  t.closed = c.Close(absl::Seconds(1));
+  t.stats = c.stats();
+  t.produced = p.produced();
+  return t;
+}
+
+// Close() returns once the daemon has written the session's final snapshot and said so: the
+// file holds every event the moment Close returns, and nothing is counted as not durable.
+TEST(TailOfASession, CloseReturnsOnceTheFinalSnapshotIsOnDisk) {
+  TempDir dir("tttail");
+  auto daemon = StartDaemon(dir.path(), 60.0, "");
+  const Tail t = StreamAndClose(daemon->socket_path(), 50);
+  ASSERT_TRUE(t.closed.ok()) << t.closed;
+  EXPECT_EQ(t.stats.not_durable_events, 0u);
+  EXPECT_EQ(t.stats.durable_events, t.produced);
+  EXPECT_EQ(OnDisk(dir.path() + "/data", t.id), t.produced);
+}
+
+// The daemon stops between an agent's End and the session's final snapshot (paused there, then
+// SIGKILLed): Close() waits out its budget for the acknowledgement, fails, and counts the tail it
+// never saw made durable; the restarted daemon has none of it (nothing was ever written), so
+// every event sent is on disk or in that count.
+TEST(TailOfASession, ADaemonKilledBeforeTheFinalSnapshotLeavesTheTailCounted) {
+  TempDir dir("tttail");
+  const std::string marker = dir.path() + "/paused";
+  auto daemon = StartDaemon(dir.path(), 60.0, absl::StrCat("end:1:", marker));
+  const absl::Time start = absl::Now();
+  const Tail t = StreamAndClose(daemon->socket_path(), 50);
+  EXPECT_TRUE(std::filesystem::exists(marker)) << "the daemon never paused at the End";
+  daemon->Kill();
+  EXPECT_EQ(t.closed.code(), absl::StatusCode::kDeadlineExceeded) << t.closed;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(t.stats.sent_events, t.produced);
+  EXPECT_EQ(t.stats.not_durable_events, t.produced);
+  daemon = StartDaemon(dir.path(), 60.0, "");
+  const std::optional<uint64_t> on_disk = OnDisk(dir.path() + "/data", t.id);
+  EXPECT_GE(on_disk.value_or(0) + t.stats.not_durable_events, t.stats.sent_events);
 }
 
 uint32_t BaseSeed() {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/diff_service.h"
 #include "daemon/core/file_baseline_store.h"
+#include "daemon/core/tensorboard_export.h"
 #include "daemon/core/watch_hub.h"
 #include "daemon/core/worker_pool.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -18,7 +19,9 @@
 #include "daemon/rpc/auth.h"
 #include "daemon/rpc/service.h"
 #include "daemon/store_pg/pg_baseline_store.h"
+#include "daemon/store_pg/pg_fleet_registry.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/server_posix.h"
 #include "protocol/address.h"
 #include "spdlog/spdlog.h"
 
@@ -118,12 +121,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
       SessionManager::Create(c.sessions, &d->counters_);
   if (!manager.ok()) return manager.status();
   d->manager_ = *std::move(manager);
+  if (!c.service_only) {
+    FlightMonitorOptions flight = c.flight;
+    flight.data_dir = c.data_dir;
+    d->stacks_ = std::make_unique<ToolStackCapturer>(c.stacks);
+    d->flight_ = std::make_unique<FlightMonitor>(std::move(flight), d->stacks_.get());
+  }
   if (c.store.empty()) {
-    d->baselines_ = std::make_unique<FileBaselineStore>(c.data_dir);
+    d->baselines_ =
+        std::make_unique<FileBaselineStore>(c.data_dir, absl::Now, &d->baseline_health_);
   } else if (IsPostgresUrl(c.store)) {
     absl::StatusOr<std::unique_ptr<PgBaselineStore>> pg = PgBaselineStore::Open(c.store);
     if (!pg.ok()) return pg.status();
     d->baselines_ = *std::move(pg);
+    absl::StatusOr<std::unique_ptr<PgFleetRegistry>> fleet = PgFleetRegistry::Open(c.store);
+    if (!fleet.ok()) return fleet.status();
+    d->fleet_ = *std::move(fleet);
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown baseline store '", c.store, "' (postgresql://... or none for the data dir)"));
@@ -143,6 +156,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   ingest.allowed_uids = c.allowed_uids;
   ingest.allowed_gids = c.allowed_gids;
   ingest.socket_group = c.socket_group;
+  ingest.flight_monitor = d->flight_.get();
   if (!c.service_only) {
     if (absl::Status s = ClaimSocketPath(c.socket_path); !s.ok()) return s;
   }
@@ -152,6 +166,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   ServiceDeps deps;
   deps.manager = d->manager_.get();
   d->watch_hub_ = std::make_unique<WatchHub>(d->manager_.get());
+  if (!c.tensorboard_dir.empty()) {
+    d->tensorboard_ = std::make_unique<TensorBoardExporter>(c.tensorboard_dir);
+  }
   deps.watch_hub = d->watch_hub_.get();
   d->diff_ = std::make_unique<DiffService>(d->manager_.get(), d->baselines_.get());
   deps.diff = d->diff_.get();
@@ -160,6 +177,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   d->store_pool_ = std::make_unique<WorkerPool>(WorkerPoolOptions{.threads = 4, .max_queued = 64});
   deps.store_pool = d->store_pool_.get();
   deps.stats = [self] { return self->Stats(); };
+  deps.flight = d->flight_.get();
+  deps.fleet = d->fleet_.get();
   d->service_ = std::make_unique<TraceServiceImpl>(std::move(deps));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(absl::StrCat("unix:", c.service_socket_path),
@@ -198,6 +217,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
   if (absl::Status s = SetSocketAccess(c.service_socket_path, c.socket_group); !s.ok()) return s;
 
   if (!c.service_only) {
+    d->flight_->Start();
+    // A tool given the agents' socket is served there too: one address names the daemon, whatever
+    // the socket is called. The gRPC server outlives the ingest server (Shutdown's order).
+    ingest.serve_viewer = [server = d->grpc_server_.get()](int fd) {
+      grpc::AddInsecureChannelFromFd(server, fd);
+    };
     absl::StatusOr<std::unique_ptr<IngestServer>> server = IngestServer::Start(
         std::move(ingest), d->manager_.get(), &d->counters_, &d->log_, d->ingest_budget_.get());
     if (!server.ok()) return server.status();
@@ -208,6 +233,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
     d->rate_time_ = absl::Now();
   }
   d->housekeeping_ = std::thread([self] { self->Housekeeping(); });
+  if (d->fleet_ != nullptr && !c.service_only) {
+    std::string advertise = c.advertise;
+    if (advertise.empty() && d->tcp_port_ != 0) {
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      advertise = absl::StrCat(host, ":", d->tcp_port_);
+    }
+    if (advertise.empty()) advertise = c.service_socket_path;
+    d->fleet_publisher_ =
+        std::make_unique<FleetPublisher>(d->fleet_.get(), d->manager_.get(), advertise);
+    d->fleet_thread_ = std::thread([self] { self->PublishFleet(); });
+  }
   if (!c.metrics_address.empty()) {
     auto collector = std::make_shared<DaemonMetrics>(
         [self] { return self->Stats(); }, d->manager_.get(), MetricsOptions{c.metrics_layers});
@@ -241,9 +278,12 @@ void Daemon::Shutdown() {
   metrics_.reset();  // Waits for a scrape in progress.
   stop_.Notify();
   if (housekeeping_.joinable()) housekeeping_.join();
+  if (fleet_thread_.joinable()) fleet_thread_.join();
   // Viewers first: each gets `shutdown` and its stream ends, so that the gRPC server's shutdown
   // below does not wait for their reactors (and ingest's end does not look like sessions ending).
   if (watch_hub_ != nullptr) watch_hub_->Shutdown();
+  // Before ingest: the daemon stopping ends connections, which is not the processes' end.
+  if (flight_ != nullptr) flight_->Stop();
   if (ingest_ != nullptr) ingest_->Shutdown();
   if (grpc_server_ != nullptr) {
     // First the store pool: the calls still waiting for it are answered UNAVAILABLE (as are new
@@ -254,6 +294,14 @@ void Daemon::Shutdown() {
     unlink(config_.service_socket_path.c_str());
   }
   if (manager_ != nullptr) manager_->Shutdown();
+  if (tensorboard_ != nullptr) {  // Sessions are ended now: the rest of each run, once.
+    tensorboard_->Export(*manager_);
+    const TensorBoardExportStats tb = tensorboard_->stats();
+    spdlog::info(
+        "tensorboard export: {} runs, {} scalars, {} steps thinned before written, {} "
+        "runs given up on errors",
+        tb.runs, tb.scalars, tb.skipped_steps, tb.errors);
+  }
   spdlog::info("tracetorchd stopped");
 }
 
@@ -273,9 +321,21 @@ void Daemon::Housekeeping() {
     }
     if (now >= next_snapshot) {
       manager_->WriteDueSnapshots();
+      if (tensorboard_ != nullptr) tensorboard_->Export(*manager_);
       next_snapshot = now + config_.snapshot_interval;
+    } else if (manager_->RetryDue()) {
+      manager_->WriteDueSnapshots();  // Failed writes, once their back-off has passed.
     }
     manager_->FlushIndexIfDue();  // Sessions that ended since the last index write.
+  }
+}
+
+void Daemon::PublishFleet() {
+  // Its own thread: the store may block (a server away costs its connect timeout).
+  while (!stop_.WaitForNotificationWithTimeout(config_.fleet_interval)) {
+    if (absl::Status s = fleet_publisher_->PublishChanges(absl::Now()); !s.ok()) {
+      log_.Warn("fleet", absl::StrCat("cannot publish sessions to the fleet store: ", s.message()));
+    }
   }
 }
 
@@ -317,6 +377,19 @@ v1::DaemonStats Daemon::Stats() const {
     s.set_ingest_memory_waits(b.waits);
   }
   s.set_connections_timed_out(load(counters_.connections_timed_out));
+  s.set_index_errors(load(counters_.index_errors));
+  s.set_baseline_errors(load(counters_.baseline_errors));
+  s.set_sessions_not_durable(t.not_durable);
+  s.set_connections_evicted(load(counters_.connections_evicted));
+  s.set_flight_recorders_refused(load(counters_.flight_recorders_refused));
+  if (flight_ != nullptr) {
+    const FlightMonitorStats f = flight_->stats();
+    s.set_stalled_sessions(f.stalled);
+    s.set_stalls_total(f.stalls_total);
+    s.set_flight_recorders(f.recorders);
+    s.set_forensic_bundles_total(f.bundles_total);
+    s.set_forensic_bundle_errors(f.bundle_errors);
+  }
   return s;
 }
 

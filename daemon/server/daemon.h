@@ -22,8 +22,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/core/counters.h"
+#include "daemon/core/fleet_registry.h"
+#include "daemon/core/flight_monitor.h"
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session_manager.h"
+#include "daemon/core/write_health.h"
 #include "daemon/ingest/ingest_server.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -40,6 +43,7 @@ class BaselineStore;
 class WorkerPool;
 class DiffService;
 class MetricsServer;
+class TensorBoardExporter;
 
 struct DaemonConfig {
   std::string socket_path;          // Ingest (agents).
@@ -74,6 +78,18 @@ struct DaemonConfig {
   // each live session's N slowest layers (0: none).
   std::string metrics_address;
   size_t metrics_layers = 0;
+  // Each session's per-step history as TensorBoard event files under DIR/<session id>/, written
+  // as it arrives (daemon/core/tensorboard_export.h); off when empty.
+  std::string tensorboard_dir;
+  // The flight monitor (daemon/core/flight_monitor.h): stalls, exits, forensic bundles
+  // (data_dir is taken from above), and the thread stacks it takes of a stalled process.
+  FlightMonitorOptions flight;
+  ToolStackCapturerOptions stacks;
+  // With a postgresql:// store: the address this daemon registers its sessions of jobs under in
+  // the fleet registry (daemon/core/fleet_registry.h), for tools to reach it. Empty: HOST:PORT of
+  // the TCP listener, else the service socket's path. fleet_interval: how often it publishes.
+  std::string advertise;
+  absl::Duration fleet_interval = absl::Seconds(1);
 };
 
 // Defaults: a system service (root, or `system` set) uses /run/tracetorch and /var/lib/tracetorch;
@@ -102,6 +118,8 @@ class Daemon {
 
   v1::DaemonStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   SessionManager& sessions() { return *manager_; }
+  // Null with service_only.
+  FlightMonitor* flight_monitor() { return flight_.get(); }
   const DaemonConfig& config() const { return config_; }
   // The TCP listener's port (the one picked for port 0); 0 without a TCP listener.
   int tcp_port() const { return tcp_port_; }
@@ -111,21 +129,29 @@ class Daemon {
  private:
   explicit Daemon(DaemonConfig config);
   void Housekeeping();
+  void PublishFleet();
 
   const DaemonConfig config_;
   const absl::Time started_;
   DaemonCounters counters_;
   RateLimitedLog log_;
   std::unique_ptr<SessionManager> manager_;
+  WriteHealth baseline_health_{"baseline", &counters_.baseline_errors};  // For baselines_.
   std::unique_ptr<BaselineStore> baselines_;  // DATA_DIR/baselines (named baselines for diffs).
   std::unique_ptr<DiffService> diff_;         // Diffs and baselines for the service.
   std::unique_ptr<WatchHub> watch_hub_;       // Live viewers; outlives the gRPC server's reactors.
   std::unique_ptr<WorkerPool> store_pool_;    // The service's Diff and baseline calls.
   std::unique_ptr<TraceServiceImpl> service_;
-  std::shared_ptr<BearerTokenProcessor> tcp_auth_;  // Null without a TCP listener.
-  int tcp_port_ = 0;                                // Constant after Start().
+  std::unique_ptr<TensorBoardExporter> tensorboard_;  // Null without tensorboard_dir.
+  std::shared_ptr<BearerTokenProcessor> tcp_auth_;    // Null without a TCP listener.
+  int tcp_port_ = 0;                                  // Constant after Start().
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<IngestMemoryBudget> ingest_budget_;  // Set before any service starts.
+  std::unique_ptr<FleetRegistry> fleet_;               // With a postgresql:// store.
+  std::unique_ptr<FleetPublisher> fleet_publisher_;    // ...and agents (not service-only).
+  std::thread fleet_thread_;
+  std::unique_ptr<ToolStackCapturer> stacks_;
+  std::unique_ptr<FlightMonitor> flight_;  // Outlives ingest_ (connections hand it sessions).
   std::unique_ptr<IngestServer> ingest_;
   std::thread housekeeping_;
   absl::Notification stop_;

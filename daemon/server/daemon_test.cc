@@ -218,6 +218,31 @@ TEST_F(DaemonTest, EightClientsAtOnceNothingMixed) {
   EXPECT_EQ(service_->ListSessions()->sessions_size(), kClients);
 }
 
+// A process whose Close() budget runs out with its connection up (a loaded machine: test_daemon_
+// stream's eight-sessions flake) still ends its session: the End goes out in one short write past
+// the budget, the session is finished (not aborted, as if the process had crashed), and what was
+// not sent is counted as dropped.
+TEST_F(DaemonTest, AnAgentOutOfTimeAtCloseStillEndsItsSession) {
+  auto c = NewClient("late");
+  c->DeclareLayers(Layers("late"));
+  ASSERT_TRUE(c->WaitUntilConnected(absl::Seconds(10)).ok());
+  Stream(*c, 0, 20, nullptr);
+  ASSERT_TRUE(c->Flush(absl::Seconds(10)).ok());
+  Stream(*c, 20, 5, nullptr);  // Queued, never sent: no time is left for them.
+  const absl::Status closed = c->Close(absl::ZeroDuration());
+  EXPECT_EQ(closed.code(), absl::StatusCode::kDeadlineExceeded) << closed;
+  const uint64_t dropped = c->stats().dropped_events;
+  EXPECT_EQ(c->stats().sent_events + dropped, 25u * 6);
+  std::optional<v1::SessionInfo> s;
+  ASSERT_TRUE(WaitFor([&] {
+    s = FindSession(c->session_id());
+    return s.has_value() && s->state() != v1::SESSION_STATE_LIVE;
+  }));
+  EXPECT_EQ(s->state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_EQ(s->events() + s->dropped_events(), 25u * 6);
+  EXPECT_EQ(s->dropped_events(), dropped);
+}
+
 // The doomed agent of KilledClientIsAbortedWithinOneSecondWithItsLastEvents, run in a fresh process
 // (this binary again, by that test): a fork of this multi-threaded test process could inherit a
 // lock another thread held (Abseil's, the allocator's) and hang. Streams 10 steps to the socket in

@@ -172,10 +172,26 @@ TEST_F(JobSnapshotTest, RanklessSessionsAreNamedBySession) {
   EXPECT_EQ(std::get<std::string>(*FindDetail(got.details, "label")), "session " + slow);
 }
 
-TEST_F(JobSnapshotTest, TwoRanksAreShownWithoutDivergence) {
+// Two ranks: the slower one is flagged against the faster (there is no median to stand for the
+// job); two equal ranks are not.
+TEST_F(JobSnapshotTest, OfTwoRanksTheSlowerIsFlaggedAgainstTheOther) {
   Open("job-a", 0, 1.0, 10);
   Open("job-a", 1, 5.0, 11);
   absl::StatusOr<v1::JobSnapshot> job = BuildJobSnapshot(*manager_, "job-a");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->ranks_size(), 2);
+  ASSERT_FALSE(job->divergences().empty());
+  for (const v1::Anomaly& a : job->divergences()) {
+    const Anomaly got = FromProto(a);
+    EXPECT_EQ(std::get<int64_t>(*FindDetail(got.details, "rank")), 1);
+    EXPECT_TRUE(absl::StrContains(got.message, "the other rank's")) << got.message;
+  }
+}
+
+TEST_F(JobSnapshotTest, TwoEqualRanksAreShownWithoutDivergence) {
+  Open("job-b", 0, 1.0, 20);
+  Open("job-b", 1, 1.0, 21);
+  absl::StatusOr<v1::JobSnapshot> job = BuildJobSnapshot(*manager_, "job-b");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->ranks_size(), 2);
   EXPECT_TRUE(job->divergences().empty());

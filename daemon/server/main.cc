@@ -148,6 +148,33 @@ int main(int argc, char** argv) {
                  "Per-layer series for each live session's N slowest layers (0: none; adds 2N "
                  "series per live session)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--tensorboard-dir", config.tensorboard_dir,
+                 "Write each session's per-step history as TensorBoard event files under "
+                 "DIR/<session id>/ as it arrives (every --snapshot-interval)");
+  double stall_floor_s = absl::ToDoubleSeconds(config.flight.stall_rule.floor);
+  app.add_option("--stall-floor", stall_floor_s,
+                 "A live session whose flight recorder position has not moved for max(FACTOR x "
+                 "its median step time, this many seconds) is stalled")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--stall-factor", config.flight.stall_rule.factor,
+                 "FACTOR above (times the median step time)")
+      ->check(CLI::PositiveNumber);
+  double stall_poll_s = absl::ToDoubleSeconds(config.flight.poll_interval);
+  app.add_option("--stall-poll", stall_poll_s,
+                 "Seconds between reads of the flight recorders (the stall detection's lag)")
+      ->check(CLI::Range(0.01, 60.0));
+  std::string stacks = "same-user";
+  app.add_option("--stacks", stacks,
+                 "Thread stacks of a stalled process (eu-stack, and py-spy where installed): "
+                 "off, same-user (default: only processes of the daemon's uid) or any-user "
+                 "(needs CAP_SYS_PTRACE)")
+      ->check(CLI::IsMember({"off", "same-user", "any-user"}));
+  app.add_option("--eu-stack", config.stacks.eu_stack, "The eu-stack program (elfutils)");
+  app.add_option("--advertise", config.advertise,
+                 "With --store postgresql://: the address tools reach this daemon at, as it "
+                 "registers its sessions of jobs in the fleet store (default: HOST:PORT of "
+                 "--service-tcp, else the service socket)");
+  app.add_option("--py-spy", config.stacks.py_spy, "The py-spy program (Python frames)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   try {
@@ -185,6 +212,9 @@ int main(int argc, char** argv) {
   config.sessions.index_interval = absl::Seconds(index_interval_s);
   config.hello_timeout = absl::Seconds(hello_timeout_s);
   config.idle_timeout = absl::Seconds(idle_timeout_s);
+  config.flight.stall_rule.floor = absl::Seconds(stall_floor_s);
+  config.flight.poll_interval = absl::Seconds(stall_poll_s);
+  config.stacks.policy = *tracetorch::daemon::ParseStackPolicy(stacks);  // Checked above.
   if (!group.empty()) {
     const struct group* g = getgrnam(group.c_str());
     if (g == nullptr) {

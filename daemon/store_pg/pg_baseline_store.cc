@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/store_pg/pg_schema.h"
 #include "trace/json.h"
 #include "tracetorch/v1/baseline_sidecar.pb.h"
 
@@ -16,24 +17,6 @@ namespace tracetorch::daemon {
 namespace {
 
 constexpr absl::string_view kSidecarFormat = "tracetorch-baseline-pg/1";
-// Any constant: the advisory lock that serialises migrations of one database.
-constexpr absl::string_view kMigrationLock = "7171";
-
-// Migration N (1-based) takes the schema from version N-1 to N. Append; never edit.
-constexpr absl::string_view kMigrations[] = {
-    R"sql(CREATE TABLE tracetorch_baselines (
-      name text PRIMARY KEY,
-      created_unix_ns bigint NOT NULL,
-      source text NOT NULL,
-      model_name text NOT NULL,
-      layers integer NOT NULL,
-      has_history boolean NOT NULL,
-      record_bytes bigint NOT NULL,
-      record bytea NOT NULL,
-      sidecar_bytes bigint NOT NULL,
-      sidecar bytea NOT NULL))sql",
-};
-static_assert(std::size(kMigrations) == PgBaselineStore::kSchemaVersion);
 
 std::string Compress(absl::string_view bytes) {
   uLongf size = compressBound(bytes.size());
@@ -72,54 +55,8 @@ absl::StatusOr<std::unique_ptr<PgBaselineStore>> PgBaselineStore::Open(const std
   if (!conn.ok()) return conn.status();
   std::unique_ptr<PgBaselineStore> store(new PgBaselineStore(*std::move(conn), std::move(clock)));
   absl::MutexLock lock(&store->mu_);
-  if (absl::Status s = store->Migrate(); !s.ok()) return s;
+  if (absl::Status s = MigratePgSchema(*store->conn_); !s.ok()) return s;
   return store;
-}
-
-absl::Status PgBaselineStore::Migrate() {
-  // mu_ is held for the whole of it; the lambdas below (which the thread-safety analysis does not
-  // see into) use the connection through this pointer.
-  PgConnection* const conn = conn_.get();
-  if (auto r = conn->Exec("BEGIN"); !r.ok()) return r.status();
-  auto in_transaction = [&]() -> absl::Status {
-    auto exec = [&](absl::string_view sql) {
-      return conn->Exec(sql, {}, /*binary_result=*/false, /*idempotent=*/false);
-    };
-    if (auto r = exec(absl::StrCat("SELECT pg_advisory_xact_lock(", kMigrationLock, ")")); !r.ok())
-      return r.status();
-    if (auto r = exec("CREATE TABLE IF NOT EXISTS tracetorch_schema (version integer NOT NULL)");
-        !r.ok())
-      return r.status();
-    absl::StatusOr<PgResult> current = exec("SELECT max(version) FROM tracetorch_schema");
-    if (!current.ok()) return current.status();
-    int version = 0;
-    if (current->rows() == 1 && !current->null(0, 0) &&
-        !absl::SimpleAtoi(current->bytes(0, 0), &version)) {
-      return absl::InternalError(absl::StrCat("PostgreSQL store (", where_,
-                                              "): unreadable schema version '",
-                                              current->bytes(0, 0), "'"));
-    }
-    if (version > kSchemaVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "PostgreSQL store (", where_, ") has schema version ", version,
-          "; this tracetorchd knows versions up to ", kSchemaVersion, " (upgrade it)"));
-    }
-    for (int v = version + 1; v <= kSchemaVersion; ++v) {
-      if (auto r = exec(kMigrations[v - 1]); !r.ok()) return r.status();
-    }
-    if (version < kSchemaVersion) {
-      if (auto r = exec("DELETE FROM tracetorch_schema"); !r.ok()) return r.status();
-      if (auto r =
-              exec(absl::StrCat("INSERT INTO tracetorch_schema VALUES (", kSchemaVersion, ")"));
-          !r.ok())
-        return r.status();
-    }
-    return absl::OkStatus();
-  };
-  absl::Status s = in_transaction();
-  auto end = conn->Exec(s.ok() ? "COMMIT" : "ROLLBACK", {}, false, /*idempotent=*/false);
-  if (s.ok() && !end.ok()) return end.status();
-  return s;
 }
 
 absl::StatusOr<v1::BaselineInfo> PgBaselineStore::Set(absl::string_view name,

@@ -2,10 +2,8 @@
 // `tracetorchd --service-only` replicas over one database serve a fleet's CI diffs and answer
 // alike. The contract is baseline_store.h's; what differs from the file store:
 //
-// Schema: created and migrated by the daemon itself. `tracetorch_schema` holds the version; Open
-// applies the migrations it lacks in one transaction under an advisory lock, so replicas starting
-// together migrate once, and refuses (FailedPrecondition) a database whose schema is newer than
-// this daemon's. Version 1: one row per baseline in `tracetorch_baselines` with the BaselineInfo
+// Schema: created and migrated by the daemon itself (pg_schema.h). Version 1: one row per
+// baseline in `tracetorch_baselines` with the BaselineInfo
 // fields as columns (List reads only those) and two zlib-compressed blobs: the record in the core
 // JSON layout (trace/json.h) and a BaselineSidecar (its info and per-step history, protobuf).
 //
@@ -44,7 +42,6 @@ bool IsPostgresUrl(absl::string_view store);
 class PgBaselineStore final : public BaselineStore {
  public:
   using Clock = std::function<absl::Time()>;
-  static constexpr int kSchemaVersion = 1;
 
   // Connects and creates or migrates the schema. Unavailable when the server cannot be reached;
   // InvalidArgument for a malformed connection string; FailedPrecondition for a newer schema.
@@ -62,7 +59,6 @@ class PgBaselineStore final : public BaselineStore {
  private:
   PgBaselineStore(std::unique_ptr<PgConnection> conn, Clock clock)
       : clock_(std::move(clock)), where_(conn->where()), conn_(std::move(conn)) {}
-  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock clock_;
   const std::string where_;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/store_pg/pg_connection.h"
+#include "daemon/store_pg/pg_schema.h"
 #include "daemon/store_pg/postgres_server.h"
 #include "daemon/testing/records.h"
 #include "gmock/gmock.h"
@@ -68,7 +69,9 @@ class PgBaselineStoreTest : public ::testing::Test {
     // Every test starts from an empty database.
     auto c = PgConnection::Open(server_->url());
     ASSERT_TRUE(c.ok()) << c.status();
-    ASSERT_TRUE((*c)->Exec("DROP TABLE IF EXISTS tracetorch_baselines, tracetorch_schema").ok());
+    ASSERT_TRUE((*c)->Exec("DROP TABLE IF EXISTS tracetorch_baselines, tracetorch_job_ranks, "
+                           "tracetorch_schema")
+                    .ok());
   }
   std::unique_ptr<PgBaselineStore> Open() {
     auto s =
@@ -143,7 +146,7 @@ TEST_F(PgBaselineStoreTest, TheSchemaIsVersionedAndANewerOneIsRefused) {
   auto version = (*c)->Exec("SELECT version FROM tracetorch_schema");
   ASSERT_TRUE(version.ok()) << version.status();
   ASSERT_EQ(version->rows(), 1);
-  EXPECT_EQ(version->bytes(0, 0), "1");
+  EXPECT_EQ(version->bytes(0, 0), absl::StrCat(kPgSchemaVersion));
   auto compressed = (*c)->Exec(
       "SELECT length(record) < record_bytes FROM tracetorch_baselines WHERE name = 'kept'");
   ASSERT_TRUE(compressed.ok());

@@ -17,6 +17,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "protocol/codes.h"
 #include "protocol/frame_decoder.h"
+#include "trace/nonfinite.h"
 #include "tracetorch/v1/agent.pb.h"
 
 namespace tracetorch::protocol::testing {
@@ -34,7 +35,8 @@ inline bool SameStats(const std::optional<TensorStats>& a, const v1::TensorEvent
   const v1::TensorStats& s = b.stats();
   return SameDouble(a->mean, s.has_mean(), s.mean()) && SameDouble(a->std, s.has_std(), s.std()) &&
          SameDouble(a->min, s.has_min(), s.min()) && SameDouble(a->max, s.has_max(), s.max()) &&
-         a->nan_count == s.nan_count() && a->inf_count == s.inf_count();
+         a->nan_count == s.nan_count() && a->inf_count == s.inf_count() &&
+         a->neg_inf_count == s.neg_inf_count() && a->finite_all_zero == s.finite_all_zero();
 }
 
 inline bool SameTensors(const std::vector<TensorInfo>& a,
@@ -61,11 +63,17 @@ class Collect : public wire::EventBatchVisitor {
 };
 
 inline std::string CompareForward(const wire::ForwardFields& a, const v1::ForwardEvent& b) {
-  bool nan = false, inf = false;
+  bool nan = false, inf = false, masks_only = true;
   for (const v1::TensorEvent& t : b.outputs()) {
-    nan = nan || t.stats().nan_count() > 0;
-    inf = inf || t.stats().inf_count() > 0;
+    const v1::TensorStats& st = t.stats();
+    nan = nan || st.nan_count() > 0;
+    if (st.inf_count() > 0) {
+      inf = true;
+      masks_only = masks_only && IsMaskCounts(st.nan_count(), st.inf_count(), st.neg_inf_count(),
+                                              st.finite_all_zero());
+    }
   }
+  const bool inf_in_masks_only = inf && masks_only;
   const bool has_std = b.outputs_size() > 0 && b.outputs(0).stats().has_std();
   if (a.layer_id != b.layer_id() || a.step != b.step() ||
       !SameDouble(a.latency_ms, b.has_latency_ms(), b.latency_ms()) ||
@@ -74,6 +82,7 @@ inline std::string CompareForward(const wire::ForwardFields& a, const v1::Forwar
       a.mem_reserved_delta.has_value() != b.has_mem_reserved_delta() ||
       a.mem_reserved_delta.value_or(0) != b.mem_reserved_delta() || a.inputs != b.inputs_size() ||
       a.outputs != b.outputs_size() || a.outputs_have_nan != nan || a.outputs_have_inf != inf ||
+      a.outputs_inf_in_masks_only != inf_in_masks_only ||
       !SameDouble(a.first_output_std, has_std, has_std ? b.outputs(0).stats().std() : 0)) {
     return "forward fields differ: " + b.ShortDebugString();
   }
@@ -149,7 +158,8 @@ inline std::string DecoderDisagreement(std::string_view batch) {
     const v1::NanOrigin& o = parsed.nan_origin();
     if (s.nan_origin->layer != o.layer() || s.nan_origin->step != o.step() ||
         s.nan_origin->is_nan != o.is_nan() || s.nan_origin->op != o.op() ||
-        s.nan_origin->op_func != o.op_func() || s.nan_origin->op_module != o.op_module()) {
+        s.nan_origin->op_func != o.op_func() || s.nan_origin->op_module != o.op_module() ||
+        s.nan_origin->backward != o.backward()) {
       return "nan_origin differs: " + o.ShortDebugString();
     }
   }

@@ -68,10 +68,14 @@ enum class OpCapture {
   kOff,
   // ops="on_nan": every forward pass (step) is also recorded op by op with the engine of
   // TraceOps (trace_ops.h), keeping no tensors and only the NaN/Inf counts of each op's output,
-  // and dropped when it ends. The op graph of the FIRST step in which an op produces a NaN or an
-  // Inf is kept in the record (TraceRecord::op_graph_json, the trace/op_graph_json.h document;
-  // "op_graph" in the exported JSON) and metadata.nan_origin names the op where the value entered
-  // (op, op_func, op_module: finite inputs, non-finite output); later steps are not recorded. The
+  // and dropped when it ends. The op graph of the FIRST step in which non-finite trouble matters
+  // (trace/nonfinite.h: a NaN, or an Inf outside a mask that reaches a module's or the model's
+  // output; an attention mask's -inf that softmax absorbs is none) is kept in the record
+  // (TraceRecord::op_graph_json, the trace/op_graph_json.h document; "op_graph" in the exported
+  // JSON) and metadata.nan_origin names the op where it entered (op, op_func, op_module); later
+  // steps are not recorded. A NaN first born in a backward: the layer trace names its layer and
+  // the graph of that step is kept (its origin op: the first op of that layer whose forward
+  // output held a value the forward absorbed, when there is one). The
   // ops follow the session's module calls: a step is the root call (for a C++-frontend model,
   // the forward pass as the rules above delimit it: without a ModuleScope on the root, operators
   // between the last attributed one and the backward, the loss, belong to it), each other call is

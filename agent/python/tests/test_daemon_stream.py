@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import poll
 
 DAEMON_BIN = os.environ.get("TRACETORCHD_BIN")
 CLI_BIN = os.environ.get("TRACETORCH_BIN")
@@ -28,19 +29,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 LAYERS = ["0", "1", "2"]  # Sequential(Linear, ReLU, Linear)
-
-
-def poll(fn, timeout, what):
-    """Calls fn() until it returns a truthy value; fails after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.02)
-    what = what() if callable(what) else what
-    pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 class Daemon:

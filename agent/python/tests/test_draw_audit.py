@@ -53,6 +53,38 @@ def test_draw_renders_every_format_and_collapse(resnet_trace, tmp_path):
     assert path.read_text() == out
 
 
+# What each format's file starts with (`file` reads the same bytes).
+MAGIC = {"svg": b"<?xml", "png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "dot": b"digraph "}
+
+
+def test_draw_takes_the_format_from_the_extension(resnet_trace, tmp_path):
+    # README: trace.draw("resnet.png", collapse="none", direction="LR") is a PNG file.
+    for fmt, magic in MAGIC.items():
+        path = tmp_path / f"resnet.{fmt}"
+        out = resnet_trace.draw(str(path), collapse="max", direction="LR")
+        data = path.read_bytes()
+        assert data.startswith(magic), (fmt, data[:16])
+        if fmt in ("png", "pdf"):
+            assert out == data
+        else:
+            assert isinstance(out, str) and out.encode() == data
+    gv = tmp_path / "g.gv"
+    assert resnet_trace.draw(gv, collapse="max").startswith("digraph ")  # os.PathLike works too.
+
+
+def test_draw_file_format_wins_over_the_extension(resnet_trace, tmp_path):
+    path = tmp_path / "picture.png"
+    out = resnet_trace.draw(str(path), collapse="max", file_format="svg")
+    assert path.read_bytes().startswith(MAGIC["svg"]) and "<svg" in out
+
+
+def test_draw_refuses_an_extension_it_cannot_write(resnet_trace, tmp_path):
+    for name in ("g.jpeg", "no_extension"):
+        with pytest.raises(ValueError, match="give the format by name"):
+            resnet_trace.draw(str(tmp_path / name))
+        assert not (tmp_path / name).exists()
+
+
 def test_draw_dot_keeps_the_residual_adds_and_clusters(resnet_trace):
     dot = resnet_trace.draw(collapse="none", file_format="dot")
     assert dot.startswith("digraph G {")

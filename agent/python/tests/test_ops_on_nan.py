@@ -11,10 +11,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+from polling import poll
 import torch
 import torch.nn as nn
 
@@ -159,17 +159,6 @@ def test_cli_ops_and_inspect_read_a_training_trace(tmp_path):
     assert r.returncode != 0 and "without an op graph" in r.stderr
 
 
-def _poll(fn, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.02)
-    pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
 @pytest.mark.skipif(not DAEMON_BIN or not CLI_BIN,
                     reason="TRACETORCHD_BIN / TRACETORCH_BIN not set (run via ctest)")
 def test_streamed_to_the_daemon_and_kept_across_a_restart():
@@ -184,7 +173,7 @@ def test_streamed_to_the_daemon_and_kept_across_a_restart():
         proc = subprocess.Popen([DAEMON_BIN, "--socket", sock, "--data-dir", str(data),
                                  "--snapshot-interval", "0.2", "--log-level", "warn"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _poll(lambda: cli("sessions", "--json").returncode == 0, 15, "tracetorchd to answer")
+        poll(lambda: cli("sessions", "--json").returncode == 0, 15, "tracetorchd to answer")
         return proc
 
     def stop(proc):
@@ -207,7 +196,7 @@ def test_streamed_to_the_daemon_and_kept_across_a_restart():
             return doc if doc["metadata"].get("nan_origin", {}).get("op") and \
                 "op_graph" in doc else None
 
-        doc = _poll(snapshot, 10, "the snapshot to carry the origin op and the op graph")
+        doc = poll(snapshot, 10, "the snapshot to carry the origin op and the op graph")
         assert doc["metadata"]["nan_origin"]["op"] == op
         assert doc["metadata"]["nan_origin"]["op_module"] == "block"
         assert doc["op_graph"]["step"] == POISON_STEP
@@ -217,10 +206,10 @@ def test_streamed_to_the_daemon_and_kept_across_a_restart():
         assert f"{op} (origin)" in r.stdout
 
         # The daemon persisted it: a restarted daemon still has it.
-        _poll(lambda: any(data.rglob("*.json")), 10, "the daemon to persist the session")
+        poll(lambda: any(data.rglob("*.json")), 10, "the daemon to persist the session")
         stop(proc)
         proc = start()
-        doc = _poll(snapshot, 10, "the restored snapshot")
+        doc = poll(snapshot, 10, "the restored snapshot")
         assert doc["metadata"]["nan_origin"]["op"] == op
     finally:
         stop(proc)

@@ -5,8 +5,10 @@
     print(report); report.to_json(); report.ok
 
 Graph checks come from the core (trace/op_audit.h, the same as ``tracetorch audit ops.json``):
-the first op whose inputs were finite and whose output was not, with its module; ops whose output
-is all zero and that are an activation or read one. With saved activations the dead check is
+where non-finite trouble that mattered entered, with its module (trace/nonfinite.h: a NaN
+anywhere, or an Inf outside a mask that reached a module's or the model's output, walked back to
+the first op whose inputs carried none; an attention mask's -inf that softmax absorbs is none);
+ops whose output is all zero and that are an activation or read one. With saved activations the dead check is
 exact: an activation (or its direct consumer) whose saved output is at least ``dead_threshold``
 zeros is listed with its zero fraction.
 
@@ -20,11 +22,17 @@ Replay (needs the model, and the trace's saved activations):
    (``torch.ops.aten.<name>.<overload>``, by the schema's argument names; what an in-place op
    writes is cloned first, so that the replay changes nothing of the trace) and must reproduce its saved output: exactly, or
    within the tolerance (``tolerated``). Random ops (dropout in train mode, rand, bernoulli, ...)
-   cannot reproduce their draw: they are listed as ``random``, not compared. Ops that cannot be
+   cannot reproduce their draw, nor can empty/empty_like their uninitialized memory: they are
+   listed as ``random``, not compared. Ops that cannot be
    rebuilt (a parent not saved, an argument that does not round-trip through JSON) are counted
    as ``skipped`` with the reason.
 3. perturbation: the model run on slightly changed inputs must not return the same output, so
-   that check 1 cannot pass vacuously.
+   that check 1 cannot pass vacuously. What is changed depends on the inputs, and the report says
+   which (``replay.perturbation``): floating inputs are scaled and shifted ("input"); without
+   them, one token of the first integer input (token ids) is replaced by another id found in the
+   same input, or by its neighbour ("token"); without either, the output of the model's first
+   ``nn.Embedding`` is scaled and shifted ("embedding"); a model none of these reach is "not
+   applicable", which is no failure.
 
 Gradient flow (needs the model and ``loss_fn``, output -> scalar loss): the traced call is run
 again with grad and the loss backpropagated; parameters with no gradient (a detached branch, an
@@ -37,6 +45,7 @@ compares). Not thread-safe: the replay sets and restores the global RNG state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -50,7 +59,9 @@ _RANDOM = ("dropout", "dropout_", "feature_dropout", "alpha_dropout", "feature_a
            "native_dropout", "bernoulli", "bernoulli_", "rand", "rand_like", "randn", "randn_like",
            "randint", "randint_like", "randperm", "normal", "normal_", "uniform_", "multinomial",
            "rrelu", "rrelu_", "poisson", "exponential_", "geometric_", "cauchy_", "log_normal_",
-           "random_")
+           "random_",
+           # Not random, but uninitialized memory: nothing to compare either.
+           "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
 
 
 class ReplayReport:
@@ -59,7 +70,9 @@ class ReplayReport:
     def __init__(self) -> None:
         self.output_matches: Optional[bool] = None  # None: nothing to compare (no output).
         self.output_exact: Optional[bool] = None
-        self.perturbed_changes_output: Optional[bool] = None
+        self.perturbed_changes_output: Optional[bool] = None  # None: not applicable.
+        # What the perturbation changed: "input", "token", "embedding" or "not applicable".
+        self.perturbation: Optional[str] = None
         self.replayed: List[str] = []
         self.exact: int = 0
         self.tolerated: List[str] = []
@@ -78,6 +91,7 @@ class ReplayReport:
     def to_dict(self) -> Dict[str, Any]:
         return {"output_matches": self.output_matches, "output_exact": self.output_exact,
                 "perturbed_changes_output": self.perturbed_changes_output,
+                "perturbation": self.perturbation,
                 "replayed": len(self.replayed), "exact": self.exact,
                 "tolerated": self.tolerated, "differed": self.differed, "random": self.random,
                 "skipped": self.skipped, "rtol": self.rtol, "atol": self.atol,
@@ -124,6 +138,10 @@ class AuditReport:
                          f"{self.nonfinite_ops} ops non-finite")
         elif self.nan_input is not None:
             lines.append(f"  non-finite origin  the input {self.nan_input}")
+        elif self.nonfinite_ops:
+            lines.append(f"  non-finite origin  none ({self.nonfinite_ops} "
+                         f"op{'s' if self.nonfinite_ops != 1 else ''} held only masks or -inf "
+                         "that was absorbed)")
         else:
             lines.append("  non-finite origin  none (every output finite)")
         lines.append(f"  dead outputs       {len(self.dead) or 'none'}")
@@ -148,8 +166,14 @@ class AuditReport:
 
         exact = "" if r.output_exact in (None, True) else " (within tolerance)"
         lines.append("  replay output      " + yes(r.output_matches, "matches" + exact, "DIFFERS"))
-        lines.append("  perturbed input    " + yes(r.perturbed_changes_output, "changes the output",
-                                                    "SAME OUTPUT (check 1 is vacuous)"))
+        how = f" ({r.perturbation})" if r.perturbation else ""
+        if r.perturbation == "not applicable":
+            lines.append("  perturbed input    not applicable (no floating or integer input, "
+                         "no Embedding)")
+        else:
+            lines.append("  perturbed input    " + yes(r.perturbed_changes_output,
+                                                        "changes the output" + how,
+                                                        "SAME OUTPUT (check 1 is vacuous)" + how))
         lines.append(f"  replayed ops       {len(r.replayed)} ({r.exact} exact, "
                      f"{len(r.tolerated)} within rtol={r.rtol:g} atol={r.atol:g}), "
                      f"{len(r.differed)} differed, {len(r.random)} random, "
@@ -212,26 +236,103 @@ def _overload(op_name: str) -> Any:
     return getattr(packet, overload or "default")
 
 
-def _run(model: Any, call: Tuple[tuple, dict], rng: Optional[torch.Tensor]) -> Any:
+def _autocast(trace: Any) -> contextlib.ExitStack:
+    """The autocast regions the traced call ran in (torch.autocast), entered again."""
+    stack = contextlib.ExitStack()
+    for device, dtype in (getattr(trace, "_autocast", None) or {}).items():
+        stack.enter_context(torch.autocast(device, dtype=dtype))
+    return stack
+
+
+def _run(model: Any, call: Tuple[tuple, dict], rng: Optional[torch.Tensor],
+         trace: Any = None) -> Any:
     saved = torch.get_rng_state()
     try:
         if rng is not None:
             torch.set_rng_state(rng)
-        with torch.no_grad():
+        with torch.no_grad(), _autocast(trace):
             return model(*call[0], **call[1])
     finally:
         torch.set_rng_state(saved)
 
 
+def _shifted(x: torch.Tensor) -> torch.Tensor:
+    scale = x.detach().abs().mean().item() if x.numel() else 0.0
+    return x.detach() * 1.01 + 0.01 * (scale if scale > 0 else 1.0)
+
+
 def _perturb(x: Any) -> Any:
+    """Floating tensors scaled and shifted, the rest as it was."""
     if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
-        scale = x.detach().abs().mean().item() if x.numel() else 0.0
-        return x.detach() * 1.01 + 0.01 * (scale if scale > 0 else 1.0)
+        return _shifted(x)
     if isinstance(x, (list, tuple)):
         return type(x)(_perturb(e) for e in x)
     if isinstance(x, dict):
         return {k: _perturb(v) for k, v in x.items()}
     return x
+
+
+def _is_ids(x: Any) -> bool:
+    return (isinstance(x, torch.Tensor) and x.numel() > 0 and not x.is_floating_point()
+            and not x.is_complex() and x.dtype != torch.bool)
+
+
+def _change_token(x: torch.Tensor, vocab: Optional[int]) -> torch.Tensor:
+    """``x`` with its first element replaced by another id: one found elsewhere in ``x`` (so a
+    valid one), else its neighbour (below the vocabulary size when it is known)."""
+    flat = x.detach().reshape(-1)
+    first = int(flat[0])
+    others = flat[flat != first]
+    if others.numel():
+        new = int(others[0])
+    elif vocab is not None and vocab > 1:
+        new = (first + 1) % vocab
+    else:
+        new = first + 1 if first < 1 else first - 1
+    out = flat.clone()
+    out[0] = new
+    return out.reshape(x.shape)
+
+
+def _first_ids(x: Any, vocab: Optional[int], done: List[bool]) -> Any:
+    """``x`` with one token of its first integer tensor changed (``done[0]`` says whether)."""
+    if done[0]:
+        return x
+    if _is_ids(x):
+        done[0] = True
+        return _change_token(x, vocab)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_first_ids(e, vocab, done) for e in x)
+    if isinstance(x, dict):
+        return {k: _first_ids(v, vocab, done) for k, v in x.items()}
+    return x
+
+
+def _any(x: Any, test: Callable[[torch.Tensor], bool]) -> bool:
+    return any(test(t) for t in _flat(x, []))
+
+
+def _perturbed_run(model: Any, call: Tuple[tuple, dict], rng: Optional[torch.Tensor],
+                   trace: Any) -> Tuple[str, Any]:
+    """("input" | "token" | "embedding", output of the perturbed run), or ("not applicable",
+    None): see the module docstring."""
+    floating = _any(call, lambda t: t.is_floating_point() or t.is_complex())
+    if floating:
+        return "input", _run(model, (_perturb(call[0]), _perturb(call[1])), rng, trace)
+    embeddings = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    if _any(call, _is_ids):
+        vocab = embeddings[0].num_embeddings if embeddings else None
+        done = [False]
+        args = _first_ids(call[0], vocab, done)
+        kwargs = _first_ids(call[1], vocab, done)
+        return "token", _run(model, (args, kwargs), rng, trace)
+    if embeddings:
+        handle = embeddings[0].register_forward_hook(lambda m, i, o: _shifted(o))
+        try:
+            return "embedding", _run(model, call, rng, trace)
+        finally:
+            handle.remove()
+    return "not applicable", None
 
 
 class _Replayer:
@@ -292,7 +393,7 @@ class _Replayer:
         if tensors or values:
             return None, f"arguments not in the schema: {sorted(list(tensors) + list(values))}"
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _autocast(self.trace):
                 # The overload's own callable: it takes every argument by its schema name
                 # ("self" included, which OpOverload.__call__ would take for itself).
                 out = fn._op(**kwargs)
@@ -362,7 +463,8 @@ def _gradient_flow(model: torch.nn.Module, trace: Any, loss_fn: Callable[[Any], 
         if trace._rng_state is not None:
             torch.set_rng_state(trace._rng_state)
         with torch.enable_grad():
-            loss = loss_fn(model(*trace._call[0], **trace._call[1]))
+            with _autocast(trace):
+                loss = loss_fn(model(*trace._call[0], **trace._call[1]))
             loss.backward()
         problems: Dict[str, str] = {}
         for name, p in params:
@@ -402,14 +504,15 @@ def audit(trace: Any, model: Optional[torch.nn.Module] = None, dead_threshold: f
         start = time.perf_counter()
         call = getattr(trace, "_call", None)
         if call is not None and trace.output is not None:
-            fresh = _run(model, call, getattr(trace, "_rng_state", None))
+            fresh = _run(model, call, getattr(trace, "_rng_state", None), trace)
             c = _compare_all(_flat(fresh, []), _flat(trace.output, []), rtol, atol)
             replay.output_matches = c is not None
             replay.output_exact = c is True
-            moved = _run(model, (_perturb(call[0]), _perturb(call[1])),
-                         getattr(trace, "_rng_state", None))
-            replay.perturbed_changes_output = _compare_all(
-                _flat(moved, []), _flat(trace.output, []), 0.0, 0.0) is not True
+            replay.perturbation, moved = _perturbed_run(model, call,
+                                                        getattr(trace, "_rng_state", None), trace)
+            if replay.perturbation != "not applicable":
+                replay.perturbed_changes_output = _compare_all(
+                    _flat(moved, []), _flat(trace.output, []), 0.0, 0.0) is not True
         _Replayer(trace, model, rtol, atol).run(replay)
         replay.seconds = time.perf_counter() - start
     gradients = None

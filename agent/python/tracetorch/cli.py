@@ -13,14 +13,17 @@ an unreadable file, with one line on stderr). A command that does not succeed ra
 code 0, on ``KeyboardInterrupt`` (Ctrl+C).
 
 The subcommands that talk to tracetorchd (``sessions``, ``snapshot``, ``baseline``, ``diff --remote``,
-``watch --remote``) need the daemon client, which the extension leaves out (no gRPC in a training
-process): ``main()`` runs the ``tracetorch`` program for them (``$TRACETORCH_BIN``, or the one
-installed with this package).
+``watch --remote``, ``report --remote``, ``export --remote``) need the daemon client, which the
+extension leaves out (no gRPC in a training process): ``main()`` runs the ``tracetorch`` program for
+them, the first of: ``$TRACETORCH_BIN``; the one installed with this package (``tracetorch/_bin/``,
+also in a CMake build tree's ``build/python``); a native ``tracetorch`` program on ``PATH`` (not the
+console script that runs this module).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -118,13 +121,30 @@ def diff_command(baseline_path: str, current_path: str, *, latency_threshold: fl
              + (["--json"] if json_output else []))
 
 
+def _is_native_program(path: str) -> bool:
+    """Whether ``path`` is an executable ELF file: the C++ program, not a Python entry point
+    (pip's ``tracetorch`` console script runs this module, which would run itself again)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF" and os.access(path, os.X_OK)
+    except OSError:
+        return False
+
+
 def _program() -> Optional[str]:
-    """The ``tracetorch`` program to run the daemon subcommands with, or None."""
+    """The ``tracetorch`` program to run the daemon subcommands with, or None: $TRACETORCH_BIN,
+    else the one beside this package (``_bin/``: installed, or linked there by a CMake build),
+    else a native ``tracetorch`` on PATH."""
     configured = os.environ.get(_BIN_ENV)
     if configured:
         return configured
-    bundled = Path(__file__).resolve().parent / "_bin" / "tracetorch"
-    return os.fspath(bundled) if os.access(bundled, os.X_OK) else None
+    bundled = os.fspath(Path(__file__).resolve().parent / "_bin" / "tracetorch")
+    if _is_native_program(bundled):
+        return bundled
+    on_path = shutil.which("tracetorch")
+    if on_path and _is_native_program(on_path):
+        return on_path
+    return None
 
 
 def _exec_program(argv: Sequence[str]) -> int:
@@ -132,7 +152,9 @@ def _exec_program(argv: Sequence[str]) -> int:
     if program is None:
         sys.stderr.write(
             f"tracetorch: '{argv[0] if argv else ''}' talks to tracetorchd and needs the tracetorch "
-            f"program, which this installation lacks (build it with CMake, or set {_BIN_ENV})\n")
+            f"program: none beside this package ({Path(__file__).resolve().parent / '_bin'}) nor "
+            f"on PATH; build it with CMake (build/cli/tracetorch), put it on PATH, or set "
+            f"{_BIN_ENV} to its path\n")
         return 2
     sys.stdout.flush()
     sys.stderr.flush()

@@ -138,8 +138,16 @@ def _named_layers(model: torch.nn.Module) -> list:
     return out
 
 
-def _direct_params(module: torch.nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters(recurse=False))
+def _direct_params(module: torch.nn.Module, seen: set) -> int:
+    """Elements of the module's own parameters not counted for an earlier module: a parameter
+    shared by several modules (tied weights) counts for the first that owns it, in named_modules
+    order, as ``model.parameters()`` lists it, so the layers add up to the model."""
+    total = 0
+    for p in module.parameters(recurse=False):
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
 
 
 class _ForwardHandle:
@@ -209,6 +217,8 @@ class HookManager:
         engine = self._engine
         children = _named_layers(self._model)
         targets = []
+        seen: set = set()  # Parameters already counted (tied weights count once).
+        root_params = _direct_params(_uncompiled(self._model), seen)
         if children:
             targets.append((self._model, -1, True))
             for full_name, module in children:
@@ -218,13 +228,13 @@ class HookManager:
                     type(inner).__name__,
                     full_name,
                     full_name.count(".") + 1,
-                    _direct_params(inner),
+                    _direct_params(inner, seen),
                 )
                 targets.append((module, layer_id, False))
         else:
             inner = _uncompiled(self._model)
             name = type(inner).__name__
-            layer_id = engine.declare_layer(name, name, name, 0, _direct_params(inner))
+            layer_id = engine.declare_layer(name, name, name, 0, root_params)
             targets.append((self._model, layer_id, True))
         for module, layer_id, is_root in targets:
             if isinstance(module, torch.jit.ScriptModule):

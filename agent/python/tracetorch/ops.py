@@ -45,6 +45,7 @@ forward; an exception an intervention raised is raised by ``trace`` after the fo
 from __future__ import annotations
 
 import inspect
+import os
 import json
 import warnings
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -408,7 +409,7 @@ class OpTrace:
         self._graph.write(str(path))
 
     def draw(self, path: Optional[str] = None, collapse: str = "auto",
-             module: Optional[str] = None, file_format: str = "svg",
+             module: Optional[str] = None, file_format: Optional[str] = None,
              direction: str = "TB") -> Union[str, bytes]:
         """A picture of the graph, laid out by Graphviz's libraries (draw/op_graph_dot.h).
 
@@ -416,14 +417,14 @@ class OpTrace:
         one box) or "auto" (at most ~80 nodes, repeated identical blocks folded "xN").
         ``module``: draw only that module pass ("layer2", "block:2") with its inputs and outputs
         as the boundary. ``file_format``: "svg", "png", "pdf" or "dot" (the graph before
-        layout). ``direction``: "TB" or "LR". Returns the picture (str for svg and dot, bytes for
-        png and pdf) and writes it to ``path`` when given. The same code as ``tracetorch graph``.
-        Raises ValueError for an unknown option or module, OSError when ``path`` cannot be
-        written.
+        layout); by default the one ``path``'s extension names ("g.png" is a PNG), else svg.
+        ``direction``: "TB" or "LR". Returns the picture (str for svg and dot, bytes for png and
+        pdf) and writes it to ``path`` when given. The same code as ``tracetorch graph``.
+        Raises ValueError for an unknown option, module or extension, OSError when ``path``
+        cannot be written.
         """
-        data = _C._draw_op_graph(self._graph, collapse, module or "", file_format, direction,
-                                 None if path is None else str(path))
-        return data.decode("utf-8") if file_format in ("svg", "dot") else data
+        return _C._draw_op_graph(self._graph, collapse, module or "", file_format or "",
+                                 direction, None if path is None else os.fspath(path))
 
     def audit(self, model: Optional[torch.nn.Module] = None, dead_threshold: float = 0.99,
               rtol: float = 1e-5, atol: float = 1e-6,
@@ -573,9 +574,27 @@ def trace(model: torch.nn.Module, *args: Any, save: Any = _ALL,
         warnings.warn(f"tracetorch: {recorder.hook_errors} op capture error(s), the trace may miss "
                       f"ops; the first: {recorder.first_error}", RuntimeWarning, stacklevel=2)
     result = OpTrace(recorder.graph(), dict(recorder.saved_all()), output, inputs)
-    result._call = (args, kwargs)  # For the replay (trace.audit): the same call, the same RNG.
-    result._rng_state = rng_state
+    result._call = (args, kwargs)  # For the replay (trace.audit): the same call, the same RNG,
+    result._rng_state = rng_state  # the same autocast.
+    result._autocast = _autocast_state()
     return result
+
+
+def _autocast_state() -> Dict[str, Any]:
+    """{device_type: dtype} of the autocast regions active now (torch.autocast)."""
+    state: Dict[str, Any] = {}
+    for device in ("cpu", "cuda"):
+        try:  # torch >= 2.4 takes the device type.
+            enabled = torch.is_autocast_enabled(device)
+            dtype = torch.get_autocast_dtype(device) if enabled else None
+        except (TypeError, AttributeError):  # torch 1.13 .. 2.3.
+            enabled = (torch.is_autocast_cpu_enabled() if device == "cpu"
+                       else torch.is_autocast_enabled())
+            dtype = (torch.get_autocast_cpu_dtype() if device == "cpu"
+                     else torch.get_autocast_gpu_dtype()) if enabled else None
+        if enabled:
+            state[device] = dtype
+    return state
 
 
 def _hook(recorder: Any, path: str, mod: torch.nn.Module) -> list:

@@ -21,14 +21,17 @@ block waits at most about one second for the daemon. ``daemon=False`` never stre
 
 Op-level NaN origin: with ``ops="on_nan"`` every step's forward (one call of the root model: what
 ``steps`` counts) is also recorded operation by operation (``tl.trace``'s engine, no tensors kept,
-only NaN/Inf counts per op output) until the FIRST step in which an op produced a NaN or an Inf.
-That step's op graph is kept in the record (``record.op_graph``, the JSON document ``tl.load``
-reads; exported as the record's ``"op_graph"`` member) and ``record.metadata.nan_origin`` names the
-op where the value entered (finite inputs, non-finite output): ``op`` (its label), ``op_func``,
-``op_module``. A clean step's graph is dropped when its forward returns; after the first NaN step
-no more ops are recorded (the first origin is what matters). The backward is not recorded: a NaN
-born in a gradient has no op origin. It works with ``capture_stats=False`` too (the op recorder
-only ever counts NaN/Inf).
+only NaN/Inf counts per op output) until the FIRST step in which non-finite trouble mattered (a
+NaN, or an Inf outside a mask that reached a module's or the model's output: an attention mask's
+-inf that softmax absorbs does not stop it). That step's op graph is kept in the record
+(``record.op_graph``, the JSON document ``tl.load`` reads; exported as the record's ``"op_graph"``
+member) and ``record.metadata.nan_origin`` names the op where it entered: ``op`` (its label),
+``op_func``, ``op_module``. A clean step's graph is dropped when the next step begins; after the
+first such step no more ops are recorded (the first origin is what matters). The backward is not
+recorded: for a NaN born in a gradient the layer trace names the layer (``nan_origin.backward``)
+and the op is the first op of that layer whose forward output held a value the forward absorbed,
+when there is one. It works with ``capture_stats=False`` too (the op recorder only ever counts
+NaN/Inf).
 
 Guest rules: tracing never raises into the traced code (native failures are counted in the record's
 metadata ``hook_errors`` and logged once per cause through the ``tracetorch`` logger), outputs and
@@ -155,6 +158,7 @@ class TraceSession:
                                          engine=self._engine)
         self._active = False
         self._started_at = 0.0
+        self._optimizer_hooks: list = []
         self._daemon_from_env = from_env
         # torch.compile'd models: graph breaks counted while a block runs (tracetorch.compiled).
         self._compile_watch = CompileWatch() if has_compiled_modules(model) else None
@@ -197,7 +201,8 @@ class TraceSession:
 
     @property
     def op_graph(self) -> Any:
-        """With ``ops="on_nan"``: the op graph kept at the first step with a NaN/Inf, as a
+        """With ``ops="on_nan"``: the op graph kept at the first step where NaN/Inf trouble
+        mattered (or whose backward made it), as a
         ``tracetorch.OpTrace`` (no tensors: what ``tl.load`` gives); None while none was kept."""
         text = self.record.op_graph_json
         if not text:
@@ -241,7 +246,9 @@ class TraceSession:
             self._hook_manager.register()
             if self._watch_path is not None:
                 self._engine.start_watch(os.fspath(self._watch_path), self._watch_interval_s)
+            self._optimizer_hooks = _optimizer_phase_hooks(self._engine)
         except BaseException:
+            self._remove_optimizer_hooks()
             self._hook_manager.unregister()
             self._engine.finish(None)
             raise
@@ -256,6 +263,7 @@ class TraceSession:
         total_ms = (time.perf_counter() - self._started_at) * 1000.0
         self._active = False
         _open_sessions.discard(self)
+        self._remove_optimizer_hooks()
         self._hook_manager.unregister()
         self._engine.finish(total_ms)
         self._engine.fill_record(self._record)
@@ -267,6 +275,11 @@ class TraceSession:
             self._record.metadata.extra = extra
             _warn_compiled(self._model_name, info)
         return False
+
+    def _remove_optimizer_hooks(self) -> None:
+        for handle in self._optimizer_hooks:
+            handle.remove()
+        self._optimizer_hooks = []
 
     # ---- results -------------------------------------------------------------------------------
 
@@ -304,8 +317,9 @@ class TraceSession:
         connects, connect_failures, last_error; resent_events: written again after a reconnect
         because the daemon had not made them durable; durable_events: how far the daemon last said
         the session is on disk; replay_held_events / replay_evicted_events: in the replay buffer
-        now / fallen out of it before being acknowledged; refused_handshakes) for the current or
-        last block; None if it never streamed."""
+        now / fallen out of it before being acknowledged; refused_handshakes; not_durable_events:
+        sent but not acknowledged durable when the block ended) for the current or last block;
+        None if it never streamed."""
         return self._engine.daemon_stats()
 
     def export(self, path: Union[str, os.PathLike]) -> Path:
@@ -365,6 +379,19 @@ class TraceSession:
 
 
 _OPS_MODES = {None: None, "off": None, "on_nan": "on_nan"}
+
+
+def _optimizer_phase_hooks(engine: Any) -> list:
+    """The flight recorder's "optimizer" phase: torch's global optimizer step hooks (torch >= 2.0)
+    mark it while the block is active. Older torch has none: the position then stays in the
+    backward's phase until the next forward."""
+    optim = getattr(torch.optim, "optimizer", None)
+    pre = getattr(optim, "register_optimizer_step_pre_hook", None)
+    post = getattr(optim, "register_optimizer_step_post_hook", None)
+    if pre is None or post is None or not engine.has_flight_recorder:
+        return []
+    return [pre(lambda *_: engine.mark_phase("optimizer")),
+            post(lambda *_: engine.mark_phase("outside"))]
 
 
 def _resolve_ops(ops: Any) -> Optional[str]:
