@@ -59,7 +59,7 @@ def test_the_same_layers_in_the_same_order(both):
     ours, theirs = both
     assert [l["full_name"] for l in ours["layers"]] == [l["full_name"] for l in theirs["layers"]]
     for a, b in zip(ours["layers"], theirs["layers"]):
-        for key in ("name", "module_type", "depth", "params", "forward_count", "backward_count"):
+        for key in ("name", "type", "depth", "params", "forward_count", "backward_count"):
             assert a[key] == b[key], (a["full_name"], key)
 
 
@@ -87,9 +87,9 @@ def test_statistics_and_gradients_agree(both):
                 assert (ta["shape"], ta["dtype"], ta["device"]) == \
                        (tb["shape"], tb["dtype"], tb["device"]), (a["full_name"], side)
                 for key in ("mean", "std", "min", "max"):
-                    assert _close(ta["stats"][key], tb["stats"][key]), (a["full_name"], side, key)
+                    assert _close(ta[key], tb[key]), (a["full_name"], side, key, ta[key], tb[key])
                 for key in ("nan_count", "inf_count"):
-                    assert ta["stats"][key] == tb["stats"][key]
+                    assert ta[key] == tb[key], (a["full_name"], side, key)
         for key in ("fwd_mem_alloc_delta", "bwd_mem_alloc_delta"):  # CPU: both None.
             assert a.get(key) is None and b.get(key) is None
 

@@ -48,11 +48,11 @@ class _TracedForward:
     __slots__ = ("_pre", "_post", "_abort", "_original", "_module", "_layer_id", "_is_root",
                  "_previous", "__dict__")
 
-    def __init__(self, engine: Any, module: torch.nn.Module, original: Any, layer_id: int,
-                 is_root: bool, previous: Any) -> None:
-        self._pre = engine.pre
-        self._post = engine.post
-        self._abort = engine.abort
+    def __init__(self, pre: Any, post: Any, abort: Any, module: torch.nn.Module, original: Any,
+                 layer_id: Any, is_root: bool, previous: Any) -> None:
+        self._pre = pre
+        self._post = post
+        self._abort = abort
         self._original = original
         self._module = module
         self._layer_id = layer_id
@@ -170,6 +170,23 @@ class _ForwardHandle:
         self._module = None
 
 
+def intercept_forward(module: torch.nn.Module, pre: Any, post: Any, abort: Any, layer_id: Any,
+                      is_root: bool = False) -> _ForwardHandle:
+    """Replaces ``module.forward`` by a wrapper until the returned handle's ``remove()``.
+
+    Each call runs ``token = pre(layer_id, is_root, args, kwargs)``, then the forward, then
+    ``post(token, output)`` (``abort(token)`` instead when the forward raises). Unlike module hooks,
+    the wrapper sees keyword arguments and leaves the module's hook dictionaries empty, so torch's
+    fused paths that refuse hooked modules (``nn.TransformerEncoderLayer``'s fast path under
+    torch 2) still run. Not for ``torch.jit.ScriptModule``s (their forward is not replaceable).
+    """
+    had_own = "forward" in module.__dict__
+    previous = module.__dict__.get("forward")
+    wrapper = _TracedForward(pre, post, abort, module, module.forward, layer_id, is_root, previous)
+    object.__setattr__(module, "forward", wrapper)
+    return _ForwardHandle(module, had_own, previous)
+
+
 class HookManager:
     """Intercepts every module call of ``model`` and records the trace into ``record``.
 
@@ -239,11 +256,8 @@ class HookManager:
         for module, layer_id, is_root in targets:
             if isinstance(module, torch.jit.ScriptModule):
                 continue  # Compiled modules keep their forward; they are traced as a whole.
-            had_own = "forward" in module.__dict__
-            previous = module.__dict__.get("forward")
-            wrapper = _TracedForward(engine, module, module.forward, layer_id, is_root, previous)
-            object.__setattr__(module, "forward", wrapper)
-            self._hooks.append(_ForwardHandle(module, had_own, previous))
+            self._hooks.append(intercept_forward(module, engine.pre, engine.post, engine.abort,
+                                                 layer_id, is_root))
 
     def unregister(self) -> None:
         """Restores every ``forward`` (after disable() if the manager is still enabled)."""

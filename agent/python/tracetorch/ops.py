@@ -52,7 +52,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import torch
 
-from tracetorch import _C
+from tracetorch import _C, hooks
 
 __all__ = [
     "Op",
@@ -598,18 +598,30 @@ def _autocast_state() -> Dict[str, Any]:
 
 
 def _hook(recorder: Any, path: str, mod: torch.nn.Module) -> list:
-    open_passes: List[int] = []
+    """Opens a module pass when ``mod`` is called and closes it with its output.
+
+    Through an instance-level ``forward`` (hooks.intercept_forward), not module hooks: torch 2
+    turns ``nn.TransformerEncoderLayer``'s fused fast path off for a hooked module, and the trace
+    must show the kernels the untraced model runs. A ScriptModule's forward cannot be replaced: it
+    gets forward hooks."""
     type_name = type(mod).__name__
     params = sum(p.numel() for p in mod.parameters(recurse=False))
 
-    def pre(m, args):
-        open_passes.append(recorder.push_module(path, type_name, _flatten(args, []), params))
+    def pre(_layer, _is_root, args, _kwargs):
+        return recorder.push_module(path, type_name, _flatten(args, []), params)
 
-    def post(m, args, output):
-        if open_passes:
-            recorder.pop_module(open_passes.pop(), _flatten(output, []))
+    def post(token, output):
+        recorder.pop_module(token, _flatten(output, []))
 
-    return [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    def abort(token):
+        recorder.pop_module(token, [])
+
+    if not isinstance(mod, torch.jit.ScriptModule):
+        return [hooks.intercept_forward(mod, pre, post, abort, None)]
+    open_passes: List[int] = []
+    return [mod.register_forward_pre_hook(lambda m, args: open_passes.append(pre(0, 0, args, 0))),
+            mod.register_forward_hook(
+                lambda m, args, output: open_passes and post(open_passes.pop(), output))]
 
 
 def load(path: str) -> OpTrace:
