@@ -104,6 +104,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "agent/autograd_node.h"
 #include "agent/cuda_support.h"
 #include "agent/deferred_stats.h"
 #include "agent/pending_results.h"
@@ -118,9 +119,6 @@
 #include "trace/nonfinite.h"
 #include "trace/record.h"
 
-namespace torch::autograd {
-struct Node;
-}
 namespace tracetorch::flight {
 class Recorder;
 }
@@ -292,7 +290,7 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
     LayerId parent = kNoLayer;  // The call open around it when it began (the flight position).
     Clock::time_point start;
     // Gradient edge of the first input that requires grad, captured before the call ran.
-    std::shared_ptr<torch::autograd::Node> input_node;
+    NodePtr input_node;
     uint32_t input_nr = 0;
     // CUDA only (see cuda_support.h): memory before the call and event timing.
     std::optional<c10::Device> cuda_device;
@@ -340,7 +338,7 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   struct InputScan {
     std::vector<TensorInfo> infos;  // Kept only for a declared layer or a root call.
     std::vector<std::shared_ptr<DeferredStats>> stats;  // Beside `infos` (null: in `infos`).
-    std::shared_ptr<torch::autograd::Node> input_node;
+    NodePtr input_node;
     uint32_t input_nr = 0;
     std::optional<c10::Device> cuda_device;
     std::optional<DeviceMemory> mem_before;
@@ -393,8 +391,7 @@ class Tracer : public std::enable_shared_from_this<Tracer> {
   CallState* FindCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseCall(CallId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns the listener set of `node`, attaching our pre-hook (and post-hook if asked) once.
-  std::shared_ptr<NodeListeners> ListenersFor(const std::shared_ptr<torch::autograd::Node>& node,
-                                              bool need_post_hook)
+  std::shared_ptr<NodeListeners> ListenersFor(const NodePtr& node, bool need_post_hook)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RegisterBackward(CallState& call, const at::Tensor& output)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -78,13 +78,11 @@ uint32_t NonFiniteFlag(bool nonfinite) { return nonfinite ? flight::kSpanNonFini
 
 // ---- Backward -----------------------------------------------------------------------------------
 
-std::shared_ptr<NodeListeners> Tracer::ListenersFor(const std::shared_ptr<Node>& node,
-                                                    bool need_post_hook) {
+std::shared_ptr<NodeListeners> Tracer::ListenersFor(const NodePtr& node, bool need_post_hook) {
   std::shared_ptr<NodeListeners> state;
   if (auto it = nodes_.find(node.get()); it != nodes_.end()) state = it->second.lock();
   if (state == nullptr) {
-    state = std::make_shared<NodeListeners>();
-    state->node = node;
+    state = std::make_shared<NodeListeners>(WeakNodePtr(node));
     node->add_pre_hook(std::make_unique<PreHook>(weak_from_this(), state));
     nodes_[node.get()] = state;
     if (nodes_.size() >= prune_nodes_at_) {
@@ -335,7 +333,7 @@ void Tracer::DetachHooks() {
   for (auto& [key, weak_state] : nodes_) {
     std::shared_ptr<NodeListeners> state = weak_state.lock();
     if (state == nullptr) continue;
-    std::shared_ptr<Node> node = state->node.lock();
+    NodePtr node = state->node.lock();
     if (node == nullptr) continue;
     auto& pre = node->pre_hooks();
     pre.erase(std::remove_if(pre.begin(), pre.end(),

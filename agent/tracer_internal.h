@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "agent/cuda_support.h"
@@ -51,7 +52,9 @@ struct Listener {
 // The calls listening on one autograd node; our pre-hook (and post-hook, when a call ends there)
 // on the node holds it.
 struct NodeListeners {
-  std::weak_ptr<torch::autograd::Node> node;
+  // The node is given at construction: torch >= 2.15's weak pointer has no empty state.
+  explicit NodeListeners(WeakNodePtr n) : node(std::move(n)) {}
+  WeakNodePtr node;
   std::vector<Listener> listeners;
   bool has_post_hook = false;
 };

@@ -94,6 +94,12 @@ else
 fi
 
 mkdir -p "$OUT"
+if [ -n "${TRACETORCH_DEPS_PREFIX:-}" ]; then
+  # The extension's run path names the prefix's libraries it links, but not what those need in
+  # turn (libgvc needs libcdt, ...): the loader finds those through LD_LIBRARY_PATH.
+  prefix=$(realpath "$TRACETORCH_DEPS_PREFIX")
+  export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 status=0
 PYTHONPATH="$PKG${PYTHONPATH:+:$PYTHONPATH}" timeout 300 \
   "$PY" "$ROOT/bench/gpu_check.py" --device "$device" --out "$OUT" || status=$?
