@@ -41,12 +41,21 @@ class Pane:
         return text
 
     def wait_for(self, predicate, what):
-        """Polls the screen until predicate(screen) is truthy; returns the screen."""
+        """Polls the screen until predicate(screen) is truthy on a settled frame; returns it.
+
+        A capture can show a frame half drawn: the view writes a frame over the previous one in
+        place, and tmux may answer capture-pane between two reads of that output (the top rows
+        new, the rest the previous frame's; seen once in about 200 runs under load). A screen
+        counts only when two captures in a row are the same: the view draws at most every
+        --interval (0.2 s), far longer than the 20 ms between captures."""
         found = {}
+        previous = [None]
 
         def check():
             screen = self.capture()
-            if predicate(screen):
+            settled = screen == previous[0]
+            previous[0] = screen
+            if settled and predicate(screen):
                 found["screen"] = screen
                 return True
             return False
