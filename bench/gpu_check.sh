@@ -12,7 +12,7 @@
 #
 # The prepared GPU command (a node with torch, CMake, ninja, pybind11 and nvcc but none of
 # Debian's C++ libraries and no network), with the prefix made here by tools/torch2/make_prefix
-# build-deps-prefix (12 MiB; tools/check_torch2 makes it and rehearses this build in CI with the
+# build-deps-prefix (9.9 MiB; tools/check_torch2 makes it and rehearses this build in CI with the
 # system's copies hidden):
 #
 #   TRACETORCH_DEPS_PREFIX=build-deps-prefix bench/gpu_check.sh "$OUT"      (carry build-deps-prefix)
