@@ -619,9 +619,15 @@ def _hook(recorder: Any, path: str, mod: torch.nn.Module) -> list:
     if not isinstance(mod, torch.jit.ScriptModule):
         return [hooks.intercept_forward(mod, pre, post, abort, None)]
     open_passes: List[int] = []
-    return [mod.register_forward_pre_hook(lambda m, args: open_passes.append(pre(0, 0, args, 0))),
-            mod.register_forward_hook(
-                lambda m, args, output: open_passes and post(open_passes.pop(), output))]
+
+    def pre_hook(_module, args):
+        open_passes.append(pre(None, False, args, None))
+
+    def post_hook(_module, _args, output):
+        if open_passes:
+            post(open_passes.pop(), output)
+
+    return [mod.register_forward_pre_hook(pre_hook), mod.register_forward_hook(post_hook)]
 
 
 def load(path: str) -> OpTrace:
