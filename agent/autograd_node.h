@@ -20,7 +20,6 @@
 #endif
 
 #include <memory>
-#include <type_traits>
 
 namespace tracetorch::agent {
 
