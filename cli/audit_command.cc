@@ -3,13 +3,19 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "cli/command_io.h"
-#include "cli/source.h"
 #include "trace/op_audit.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
+#include "view/command_io.h"
+#include "view/source.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::DescribeLoadError;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::PrintLine;
 
 AuditCommand::AuditCommand(CLI::App* app) {
   audit_ = app->add_subcommand(

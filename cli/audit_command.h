@@ -23,7 +23,7 @@ class AuditCommand {
   explicit AuditCommand(CLI::App* app);
 
   bool parsed() const { return audit_->parsed(); }
-  int Run(const CliEnvironment& env) const;
+  int Run(const view::CliEnvironment& env) const;
 
  private:
   CLI::App* audit_ = nullptr;

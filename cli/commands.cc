@@ -16,28 +16,52 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cli/audit_command.h"
-#include "cli/command_io.h"
 #include "cli/daemon_commands.h"
-#include "cli/filter.h"
 #include "cli/graph_command.h"
-#include "cli/live_view.h"
 #include "cli/ops_command.h"
-#include "cli/render.h"
 #if TRACETORCH_HAVE_REPORT
 #include "cli/report_command.h"
 #endif
-#include "cli/source.h"
-#include "cli/terminal.h"
-#include "cli/watch.h"
 #include "trace/anomaly.h"
 #include "trace/diff.h"
 #include "trace/json.h"
+#include "view/command_io.h"
+#include "view/filter.h"
+#include "view/live_view.h"
+#include "view/render.h"
+#include "view/source.h"
+#include "view/terminal.h"
+#include "view/watch.h"
 
 #ifndef TRACETORCH_VERSION
 #define TRACETORCH_VERSION "unknown"
 #endif
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::ApplyFilter;
+using ::tracetorch::view::ChooseStyle;
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::FileTraceSource;
+using ::tracetorch::view::FrameRenderer;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::kExitUsage;
+using ::tracetorch::view::LayerFilter;
+using ::tracetorch::view::LiveViewOptions;
+using ::tracetorch::view::LoadTraceFile;
+using ::tracetorch::view::MakeSignalWaiter;
+using ::tracetorch::view::Note;
+using ::tracetorch::view::PrintLine;
+using ::tracetorch::view::QueryTerminalSize;
+using ::tracetorch::view::RenderInspect;
+using ::tracetorch::view::RenderLiveBody;
+using ::tracetorch::view::RenderSummary;
+using ::tracetorch::view::ReportDiff;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::TruncateLines;
+using ::tracetorch::view::Watcher;
+using ::tracetorch::view::WatchOptions;
 namespace {
 
 // Options shared by every subcommand, set on the top-level app (fallthrough lets them follow the
@@ -330,12 +354,6 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
 }
 
 }  // namespace
-
-Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color) {
-  if (color == "always") return Style::Rich();
-  if (color == "never") return Style::Plain();
-  return stdout_is_tty && !no_color ? Style::Rich() : Style::Plain();
-}
 
 int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment& env,
                          const DaemonCommands* daemon) {

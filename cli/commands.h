@@ -7,54 +7,24 @@
 // (remote_commands.h) is the `tracetorch` program, with it. main.cc is a thin wrapper over
 // RunTracetorch, so the whole command can run in-process.
 //
-// Exit codes: 0 success; 1 `diff` found a warning or critical entry; 2 a usage error or an
-// unreadable or invalid input, an unreachable daemon or an unknown session, reported as ONE line
-// on stderr ("tracetorch: nope.json: file not found"). Notes that do not change the outcome (a
-// trace file's warnings of a type this version does not know) are lines "tracetorch: note: ..."
-// on stderr.
+// Exit codes, notes and the error line: view/command_io.h.
 #ifndef TRACETORCH_CLI_COMMANDS_H_
 #define TRACETORCH_CLI_COMMANDS_H_
 
-#include <ostream>
-#include <string>
-#include <string_view>
-
-#include "cli/text.h"
-#include "cli/watch.h"
+#include "view/command_io.h"
 
 namespace tracetorch::cli {
 
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitRegressions = 1,
-  kExitUsage = 2,
-  // Not an exit code: RunTracetorchCommand without a DaemonCommands parsed a daemon subcommand and
-  // ran nothing (the caller runs the `tracetorch` program for it).
-  kNeedsDaemonClient = -1,
-};
+// Not an exit code: RunTracetorchCommand without a DaemonCommands parsed a daemon subcommand and
+// ran nothing (the caller runs the `tracetorch` program for it).
+inline constexpr int kNeedsDaemonClient = -1;
 
 class DaemonCommands;  // daemon_commands.h
-
-// What the command may touch: injected so tests can run it without a terminal or signals.
-struct CliEnvironment {
-  std::ostream* out = nullptr;  // Required.
-  std::ostream* err = nullptr;  // Required.
-  bool stdout_is_tty = false;
-  bool no_color = false;  // NO_COLOR is set to a non-empty value.
-  // How `watch` waits between polls. Empty: MakeSignalWaiter (terminal.h) blocks SIGINT and
-  // SIGTERM and waits for them with sigtimedwait(2), so either signal ends the watch ("Stopped
-  // watching.") with exit code 0.
-  Waiter wait;
-};
-
-// Rich output for --color=always, or for "auto" on a terminal without NO_COLOR; plain otherwise.
-// REQUIRES: color is "auto", "always" or "never".
-Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color);
 
 // Runs `tracetorch` with argv[0..argc) and returns the exit code. The daemon subcommands run on
 // `daemon`; when it is null they are parsed (usage errors are reported as usual) but not run, and
 // the result is kNeedsDaemonClient with nothing printed.
-int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment& env,
+int RunTracetorchCommand(int argc, const char* const* argv, const view::CliEnvironment& env,
                          const DaemonCommands* daemon);
 
 }  // namespace tracetorch::cli

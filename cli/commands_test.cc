@@ -9,6 +9,10 @@
 #include "gtest/gtest.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::kExitRegressions;
+using ::tracetorch::view::kExitUsage;
 namespace {
 
 using ::testing::HasSubstr;
@@ -22,17 +26,6 @@ using test_util::RunCli;
 int LineCount(const std::string& text) {
   return static_cast<int>(
       std::vector<std::string>(absl::StrSplit(text, '\n', absl::SkipEmpty())).size());
-}
-
-TEST(ChooseStyle, AutoFollowsTerminalAndNoColor) {
-  EXPECT_TRUE(ChooseStyle("auto", true, false).color);
-  EXPECT_TRUE(ChooseStyle("auto", true, false).unicode);
-  EXPECT_FALSE(ChooseStyle("auto", false, false).color);
-  EXPECT_FALSE(ChooseStyle("auto", false, false).unicode);
-  EXPECT_FALSE(ChooseStyle("auto", true, true).color);
-  EXPECT_FALSE(ChooseStyle("auto", true, true).unicode);
-  EXPECT_TRUE(ChooseStyle("always", false, true).color);
-  EXPECT_FALSE(ChooseStyle("never", true, false).color);
 }
 
 TEST(RunTracetorch, NoSubcommandPrintsUsageAndExits2) {

@@ -13,15 +13,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cli/filter.h"
-#include "cli/text.h"
 #include "trace/diff.h"
 #include "trace/record.h"
 #include "trace/step_history.h"
+#include "view/command_io.h"
+#include "view/filter.h"
+#include "view/text.h"
 
 namespace tracetorch::cli {
-
-struct CliEnvironment;  // commands.h
 
 // `sessions [--remote ADDR] [--json]`.
 struct SessionsRequest {
@@ -76,7 +75,7 @@ struct RemoteWatchRequest {
   std::optional<double> interval_s;  // --interval when given.
   bool json = false;
   double connect_timeout_s = 3.0;
-  LayerFilter filter;
+  view::LayerFilter filter;
 };
 
 // `forensics [SESSION|latest] [--now] | --job JOB`, with [--remote ADDR|A,B,...] [--json]
@@ -96,17 +95,17 @@ class DaemonCommands {
  public:
   virtual ~DaemonCommands() = default;
 
-  virtual int Sessions(const SessionsRequest& request, const CliEnvironment& env) const = 0;
-  virtual int Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const = 0;
-  virtual int Diff(const RemoteDiffRequest& request, const Style& style,
-                   const CliEnvironment& env) const = 0;
-  virtual int Baseline(const BaselineRequest& request, const CliEnvironment& env) const = 0;
-  virtual int Watch(const RemoteWatchRequest& request, const Style& style,
-                    const CliEnvironment& env) const = 0;
+  virtual int Sessions(const SessionsRequest& request, const view::CliEnvironment& env) const = 0;
+  virtual int Snapshot(const SnapshotRequest& request, const view::CliEnvironment& env) const = 0;
+  virtual int Diff(const RemoteDiffRequest& request, const view::Style& style,
+                   const view::CliEnvironment& env) const = 0;
+  virtual int Baseline(const BaselineRequest& request, const view::CliEnvironment& env) const = 0;
+  virtual int Watch(const RemoteWatchRequest& request, const view::Style& style,
+                    const view::CliEnvironment& env) const = 0;
   // Fetches without printing; the error's message is the one line to print.
   virtual absl::StatusOr<FetchedTrace> Fetch(const FetchRequest& request) const = 0;
-  virtual int Forensics(const ForensicsRequest& request, const Style& style,
-                        const CliEnvironment& env) const = 0;
+  virtual int Forensics(const ForensicsRequest& request, const view::Style& style,
+                        const view::CliEnvironment& env) const = 0;
 };
 
 }  // namespace tracetorch::cli

@@ -22,6 +22,9 @@
 #include "trace/json.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::kExitUsage;
 namespace {
 
 using ::testing::HasSubstr;

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "cli/command_io.h"
+#include "view/command_io.h"
 #include "cli/daemon_connect.h"
 #include "cli/fleet_sessions.h"
 #include "cli/forensics_view.h"
@@ -22,6 +22,13 @@
 #include "trace/atomic_file.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::Note;
+using ::tracetorch::view::PrintLine;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::kExitOk;
 namespace {
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);

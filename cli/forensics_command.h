@@ -9,11 +9,12 @@
 
 #include "cli/commands.h"
 #include "cli/daemon_commands.h"
-#include "cli/text.h"
+#include "view/text.h"
 
 namespace tracetorch::cli {
 
-int RunForensics(const ForensicsRequest& request, const Style& style, const CliEnvironment& env);
+int RunForensics(const ForensicsRequest& request, const view::Style& style,
+                 const view::CliEnvironment& env);
 
 }  // namespace tracetorch::cli
 

@@ -13,6 +13,8 @@
 #include "nlohmann/json.hpp"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::Style;
 namespace {
 
 using ::testing::HasSubstr;

@@ -10,11 +10,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "cli/labels.h"
-#include "cli/live_view.h"
+#include "view/labels.h"
+#include "view/live_view.h"
 #include "cli/session_labels.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::Color;
+using ::tracetorch::view::FormatUnixTime;
+using ::tracetorch::view::Glyph;
+using ::tracetorch::view::Paint;
+using ::tracetorch::view::Panel;
+using ::tracetorch::view::RenderPanel;
+using ::tracetorch::view::RenderTable;
+using ::tracetorch::view::Sanitize;
+using ::tracetorch::view::Sparkline;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::Table;
 namespace {
 
 // A time of day with milliseconds, UTC: "12:01:02.345".

@@ -13,13 +13,13 @@
 #include <cstddef>
 #include <string>
 
-#include "cli/text.h"
 #include "tracetorch/v1/service.pb.h"
+#include "view/text.h"
 
 namespace tracetorch::cli {
 
 struct ForensicsViewOptions {
-  Style style = Style::Plain();
+  view::Style style = view::Style::Plain();
   size_t steps = 8;         // Sparkline points: the last this many steps.
   size_t layers = 4;        // Layers shown on each side of the position's layer.
   size_t stack_lines = 80;  // Of each tool's stacks (the rest is summarised).

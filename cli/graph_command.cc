@@ -5,13 +5,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "cli/command_io.h"
-#include "cli/source.h"
 #include "draw/op_graph_dot.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
+#include "view/command_io.h"
+#include "view/source.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::DescribeLoadError;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::PrintLine;
 
 GraphCommand::GraphCommand(CLI::App* app) {
   graph_ = app->add_subcommand("graph", "Draw an op graph (trace.export) with Graphviz");

@@ -25,7 +25,7 @@ class GraphCommand {
   explicit GraphCommand(CLI::App* app);
 
   bool parsed() const { return graph_->parsed(); }
-  int Run(const CliEnvironment& env) const;
+  int Run(const view::CliEnvironment& env) const;
 
  private:
   CLI::App* graph_ = nullptr;

@@ -8,10 +8,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/labels.h"
+#include "view/labels.h"
 #include "cli/session_labels.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::Color;
+using ::tracetorch::view::FormatUnixTime;
+using ::tracetorch::view::GlyphString;
+using ::tracetorch::view::Paint;
+using ::tracetorch::view::RenderTable;
+using ::tracetorch::view::Sanitize;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::Table;
 namespace {
 
 bool Stopped(const v1::JobRank& r) {

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/text.h"
 #include "tracetorch/v1/service.pb.h"
+#include "view/text.h"
 
 namespace tracetorch::cli {
 
@@ -36,7 +36,7 @@ JobFindings AnalyzeJob(const std::vector<v1::JobRank>& ranks);
 
 // The view: a line per rank (daemon, state, where), then the findings. `now_unix_ns` for ages.
 std::string RenderJobForensics(const std::string& job_id, const std::vector<v1::JobRank>& ranks,
-                               const JobFindings& findings, const Style& style,
+                               const JobFindings& findings, const view::Style& style,
                                int64_t now_unix_ns);
 
 }  // namespace tracetorch::cli

@@ -6,13 +6,17 @@
 #include <variant>
 
 #include "absl/container/flat_hash_set.h"
-#include "cli/labels.h"
 #include "cli/session_labels.h"
 #include "protocol/record_proto.h"
 #include "trace/json.h"
 #include "trace/json_writer.h"
+#include "view/labels.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::ApplyFilter;
+using ::tracetorch::view::FormatUnixTime;
+using ::tracetorch::view::LayerFilter;
 namespace {
 
 // The fields of a session: the watch documents carry fewer than the `sessions` listing.

@@ -30,16 +30,16 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/filter.h"
 #include "protocol/watch_state.h"
 #include "tracetorch/v1/service.pb.h"
+#include "view/filter.h"
 
 namespace tracetorch::cli {
 
 // The "update" (a session) or "job" document for `update`, showing `state` as it is after the
 // update was applied; the record and the history are cut to the layers `filter` selects.
 std::string WatchUpdateToJson(const v1::WatchUpdate& update, const protocol::WatchState& state,
-                              const LayerFilter& filter);
+                              const view::LayerFilter& filter);
 
 // One daemon of a job watched over several daemons (cli/multi_job_watch.h).
 struct DaemonLinkJson {
@@ -59,7 +59,7 @@ struct DaemonLinkJson {
 std::string MergedJobToJson(const v1::JobSnapshot& job,
                             const std::vector<std::string>& rank_daemons,
                             const std::vector<DaemonLinkJson>& daemons, uint64_t sequence,
-                            bool ended, const LayerFilter& filter);
+                            bool ended, const view::LayerFilter& filter);
 
 // {"type":"status","status":STATUS,"message":MESSAGE}: "connected", "reconnecting",
 // "interrupted".

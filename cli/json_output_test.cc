@@ -9,6 +9,8 @@
 #include "protocol/record_proto.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::LayerFilter;
 namespace {
 
 using ::testing::HasSubstr;

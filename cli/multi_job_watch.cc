@@ -16,6 +16,16 @@
 #include "service_client/service_client.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::GlyphString;
+using ::tracetorch::view::LiveJobFrame;
+using ::tracetorch::view::LiveViewOptions;
+using ::tracetorch::view::RankView;
+using ::tracetorch::view::RenderJobFrame;
+using ::tracetorch::view::StatusLine;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::TerminalSize;
+using ::tracetorch::view::Waiter;
 std::vector<std::string> SplitRemoteAddresses(std::string_view value) {
   std::vector<std::string> out;
   for (absl::string_view part :

@@ -34,12 +34,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cli/json_output.h"
-#include "cli/live_view.h"
-#include "cli/terminal.h"
-#include "cli/watch.h"
 #include "service_client/watch_stream.h"
 #include "trace/divergence.h"
 #include "tracetorch/v1/service.pb.h"
+#include "view/live_view.h"
+#include "view/terminal.h"
+#include "view/watch.h"
 
 namespace tracetorch::cli {
 
@@ -70,8 +70,8 @@ struct MultiJobWatchOptions {
   absl::Duration interval = absl::Milliseconds(500);  // Asked of each daemon.
   bool json = false;
   bool redraw_in_place = false;
-  LiveViewOptions view;
-  std::function<TerminalSize()> terminal_size;
+  view::LiveViewOptions view;
+  std::function<view::TerminalSize()> terminal_size;
   absl::Duration backoff_initial = absl::Milliseconds(100);
   absl::Duration backoff_max = absl::Seconds(2);
 };
@@ -103,7 +103,7 @@ class MultiJobWatcher {
   void Draw(const std::vector<DaemonJobPart>& parts, const std::vector<Daemon>& daemons,
             bool ended);
   void Emit(const std::string& text);
-  const Style& view_style() const;
+  const view::Style& view_style() const;
 
   const DaemonWatchOpener open_;
   const MultiJobWatchOptions options_;
@@ -117,7 +117,7 @@ class MultiJobWatcher {
   // Run's thread only.
   uint64_t sequence_ = 0;
   std::string last_frame_;
-  InPlaceScreen screen_;
+  view::InPlaceScreen screen_;
 };
 
 // Connects to each of options.addresses (the agents' socket stands for the service socket beside
@@ -125,7 +125,7 @@ class MultiJobWatcher {
 // returns false (then OK). `wait` must be made before this call when it blocks signals. The
 // error is one line for the user.
 absl::Status RunMultiJobWatchCommand(MultiJobWatchOptions options, std::ostream* out,
-                                     const Waiter& wait);
+                                     const view::Waiter& wait);
 
 }  // namespace tracetorch::cli
 

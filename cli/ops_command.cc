@@ -9,14 +9,24 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "cli/command_io.h"
-#include "cli/source.h"
 #include "trace/json_writer.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
 #include "trace/op_select.h"
+#include "view/command_io.h"
+#include "view/source.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::DescribeLoadError;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::PrintLine;
+using ::tracetorch::view::RenderTable;
+using ::tracetorch::view::Sanitize;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::Table;
 namespace {
 
 // The alternatives of one option kind, OR-ed; nullopt when the option was not given.

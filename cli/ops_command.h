@@ -19,7 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
-#include "cli/text.h"
+#include "view/text.h"
 
 namespace tracetorch::cli {
 
@@ -29,7 +29,7 @@ class OpsCommand {
   explicit OpsCommand(CLI::App* app);
 
   bool parsed() const { return ops_->parsed(); }
-  int Run(const Style& style, const CliEnvironment& env) const;
+  int Run(const view::Style& style, const view::CliEnvironment& env) const;
 
  private:
   CLI::App* ops_ = nullptr;

@@ -10,6 +10,8 @@
 #include "trace/op_graph_json.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::kExitOk;
 namespace {
 
 using test_util::ExpectOneLineError;

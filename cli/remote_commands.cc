@@ -15,24 +15,35 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "cli/command_io.h"
 #include "cli/daemon_connect.h"
 #include "cli/fleet_sessions.h"
 #include "cli/forensics_command.h"
 #include "cli/json_output.h"
-#include "cli/labels.h"
 #include "cli/multi_job_watch.h"
 #include "cli/remote_diff.h"
 #include "cli/remote_watch.h"
 #include "cli/session_labels.h"
-#include "cli/terminal.h"
-#include "cli/watch.h"
 #include "protocol/address.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
 #include "trace/json.h"
+#include "view/command_io.h"
+#include "view/labels.h"
+#include "view/terminal.h"
+#include "view/watch.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::FormatUnixTime;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::MakeSignalWaiter;
+using ::tracetorch::view::PrintLine;
+using ::tracetorch::view::QueryTerminalSize;
+using ::tracetorch::view::Sanitize;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::Waiter;
 namespace {
 
 // The daemon's TraceService: `remote`, else the RPC socket next to the agents' socket.

@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/daemon_commands.h"
-#include "cli/text.h"
+#include "view/text.h"
 
 namespace tracetorch::cli {
 
@@ -16,21 +16,21 @@ namespace tracetorch::cli {
 // protocol::DefaultServiceAddress()), with the token and TLS options of the environment.
 class GrpcDaemonCommands final : public DaemonCommands {
  public:
-  int Sessions(const SessionsRequest& request, const CliEnvironment& env) const override;
-  int Snapshot(const SnapshotRequest& request, const CliEnvironment& env) const override;
-  int Diff(const RemoteDiffRequest& request, const Style& style,
-           const CliEnvironment& env) const override;
-  int Baseline(const BaselineRequest& request, const CliEnvironment& env) const override;
-  int Watch(const RemoteWatchRequest& request, const Style& style,
-            const CliEnvironment& env) const override;
+  int Sessions(const SessionsRequest& request, const view::CliEnvironment& env) const override;
+  int Snapshot(const SnapshotRequest& request, const view::CliEnvironment& env) const override;
+  int Diff(const RemoteDiffRequest& request, const view::Style& style,
+           const view::CliEnvironment& env) const override;
+  int Baseline(const BaselineRequest& request, const view::CliEnvironment& env) const override;
+  int Watch(const RemoteWatchRequest& request, const view::Style& style,
+            const view::CliEnvironment& env) const override;
   absl::StatusOr<FetchedTrace> Fetch(const FetchRequest& request) const override;
-  int Forensics(const ForensicsRequest& request, const Style& style,
-                const CliEnvironment& env) const override;
+  int Forensics(const ForensicsRequest& request, const view::Style& style,
+                const view::CliEnvironment& env) const override;
 };
 
 // Runs `tracetorch` with argv[0..argc) (RunTracetorchCommand with GrpcDaemonCommands) and returns
 // the exit code.
-int RunTracetorch(int argc, const char* const* argv, const CliEnvironment& env);
+int RunTracetorch(int argc, const char* const* argv, const view::CliEnvironment& env);
 
 }  // namespace tracetorch::cli
 

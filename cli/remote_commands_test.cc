@@ -12,6 +12,8 @@
 #include "gtest/gtest.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::kExitUsage;
 namespace {
 
 using ::testing::EndsWith;

@@ -14,19 +14,29 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
-#include "cli/command_io.h"
 #include "cli/daemon_connect.h"
 #include "cli/json_output.h"
-#include "cli/labels.h"
-#include "cli/render.h"
 #include "cli/report_command.h"
-#include "cli/source.h"
 #include "protocol/address.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
 #include "trace/json.h"
+#include "view/command_io.h"
+#include "view/labels.h"
+#include "view/render.h"
+#include "view/source.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::FormatUnixTime;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::LoadTraceFile;
+using ::tracetorch::view::PrintLine;
+using ::tracetorch::view::ReportDiff;
+using ::tracetorch::view::Sanitize;
+using ::tracetorch::view::Style;
 namespace {
 
 // Diff and SetBaseline may carry whole traces both ways; a generous deadline.

@@ -30,21 +30,22 @@
 #include "absl/strings/string_view.h"
 #include "cli/commands.h"
 #include "cli/daemon_commands.h"
-#include "cli/text.h"
 #include "tracetorch/v1/service.pb.h"
+#include "view/text.h"
 
 namespace tracetorch::cli {
 
 // Parses an operand (see above) into a DiffOperand, reading and parsing a trace file when it is
 // one. Errors: InvalidArgument for an empty operand or "session:" / "baseline:" without a name;
-// the file's load error (cli/source.h DescribeLoadError text) for an unreadable file.
+// the file's load error (view/source.h DescribeLoadError text) for an unreadable file.
 absl::StatusOr<v1::DiffOperand> ParseRemoteOperand(absl::string_view spelling);
 
 // `diff --remote`: the daemon's diff of the two operands, printed as the local diff prints it.
-int RunRemoteDiff(const RemoteDiffRequest& request, const Style& style, const CliEnvironment& env);
+int RunRemoteDiff(const RemoteDiffRequest& request, const view::Style& style,
+                  const view::CliEnvironment& env);
 
 // `baseline set|list|rm`.
-int RunBaseline(const BaselineRequest& request, const CliEnvironment& env);
+int RunBaseline(const BaselineRequest& request, const view::CliEnvironment& env);
 
 }  // namespace tracetorch::cli
 

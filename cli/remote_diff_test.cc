@@ -27,6 +27,10 @@
 #include "trace/json.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::kExitRegressions;
+using ::tracetorch::view::kExitUsage;
 namespace {
 
 using ::testing::EndsWith;

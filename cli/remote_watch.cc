@@ -10,13 +10,28 @@
 #include "absl/synchronization/notification.h"
 #include "cli/daemon_connect.h"
 #include "cli/json_output.h"
-#include "cli/labels.h"
 #include "cli/session_labels.h"
 #include "guest/backoff.h"
 #include "protocol/record_proto.h"
 #include "service_client/service_client.h"
+#include "view/labels.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::GlyphString;
+using ::tracetorch::view::LayerHistoryMap;
+using ::tracetorch::view::LayerSeries;
+using ::tracetorch::view::LiveFrame;
+using ::tracetorch::view::LiveJobFrame;
+using ::tracetorch::view::LiveViewOptions;
+using ::tracetorch::view::RankView;
+using ::tracetorch::view::RenderJobFrame;
+using ::tracetorch::view::RenderLiveFrame;
+using ::tracetorch::view::SessionSummary;
+using ::tracetorch::view::StatusLine;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::TerminalSize;
+using ::tracetorch::view::Waiter;
 
 bool IsFatalWatchError(absl::StatusCode code) {
   switch (code) {

@@ -35,7 +35,7 @@
 // then reported; Unauthenticated, PermissionDenied, InvalidArgument and Unimplemented end the
 // watch at once, at any time.
 //
-// The JSON documents are written by cli/json_output.h, the in-place redraw by cli/terminal.h; this
+// The JSON documents are written by cli/json_output.h, the in-place redraw by view/terminal.h; this
 // file is the driver: subscribing, following the stream, reconnecting (guest::Backoff), ending.
 //
 // Threading: Run() blocks its thread (reads the stream, renders, writes to `out`); Stop() may be
@@ -57,12 +57,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "cli/live_view.h"
-#include "cli/terminal.h"
-#include "cli/watch.h"
 #include "protocol/watch_state.h"
 #include "service_client/watch_stream.h"
 #include "tracetorch/v1/service.pb.h"
+#include "view/live_view.h"
+#include "view/terminal.h"
+#include "view/watch.h"
 
 namespace tracetorch::cli {
 
@@ -77,9 +77,9 @@ struct RemoteWatchOptions {
   absl::Duration interval = absl::Milliseconds(500);  // Asked of the daemon.
   bool json = false;
   bool redraw_in_place = false;
-  LiveViewOptions view;  // Style, filter; view.width is overridden by `terminal_size`.
+  view::LiveViewOptions view;  // Style, filter; view.width is overridden by `terminal_size`.
   // Asked before every frame when redrawing in place (the terminal may have been resized).
-  std::function<TerminalSize()> terminal_size;
+  std::function<view::TerminalSize()> terminal_size;
   // How long the first connection may take (see the file comment).
   absl::Duration connect_timeout = absl::Seconds(3);
   // A session seen live that ends ABORTED is re-subscribed for this long before the watch calls
@@ -91,16 +91,17 @@ struct RemoteWatchOptions {
   absl::Duration backoff_initial = absl::Milliseconds(100);
   absl::Duration backoff_max = absl::Seconds(2);
   // What connect_timeout, resume_wait and the "last at" time are measured with.
-  Clock clock = [] { return absl::Now(); };
+  view::Clock clock = [] { return absl::Now(); };
 };
 
 // Converts what the daemon sends into the renderer's data (live_view.h).
-SessionSummary SummaryFromProto(const v1::SessionInfo& info);
+view::SessionSummary SummaryFromProto(const v1::SessionInfo& info);
 
 // True for a Watch stream's end that retrying cannot mend (bad credentials or request, a daemon
 // without the call): the watch ends with it. Other ends (UNAVAILABLE, ...) are resubscribed.
 bool IsFatalWatchError(absl::StatusCode code);
-LayerHistoryMap HistoryFromProto(const google::protobuf::RepeatedPtrField<v1::LayerHistory>& h);
+view::LayerHistoryMap HistoryFromProto(
+    const google::protobuf::RepeatedPtrField<v1::LayerHistory>& h);
 
 class RemoteWatcher {
  public:
@@ -126,7 +127,7 @@ class RemoteWatcher {
   // Reads one stream to its end; `*status` is the error for kFatal.
   StreamEnd Follow(service_client::WatchStream* stream, bool* got_update, absl::Status* status);
   void Remember(const protocol::WatchState& state);
-  void SetStatus(StatusLine::Kind kind, std::string text);
+  void SetStatus(view::StatusLine::Kind kind, std::string text);
   void Draw();
   void Emit(const std::string& text);
   // Waits up to `timeout`; false when stopped.
@@ -142,18 +143,18 @@ class RemoteWatcher {
   std::string resolved_session_ ABSL_GUARDED_BY(mu_);
 
   // The run's own state (Run's thread only).
-  StatusLine status_;
+  view::StatusLine status_;
   uint64_t updates_ = 0;
   std::optional<absl::Time> updated_at_;
   std::optional<TraceRecord> record_;
-  LayerHistoryMap history_;
-  std::optional<SessionSummary> session_;
-  std::optional<LiveJobFrame> job_;
+  view::LayerHistoryMap history_;
+  std::optional<view::SessionSummary> session_;
+  std::optional<view::LiveJobFrame> job_;
   bool ended_ = false;
   bool saw_live_ = false;                    // The session was seen live in this watch.
   std::optional<absl::Time> aborted_since_;  // First seen aborted (see resume_wait).
   std::string last_frame_;
-  InPlaceScreen screen_;
+  view::InPlaceScreen screen_;
   int writes_ = 0;
 };
 
@@ -186,12 +187,12 @@ bool LooksLikeServiceAddress(std::string_view word);
 // it ends (RunRemoteWatch). `wait` must be made before this call when it blocks signals, so that
 // the gRPC threads started here inherit the blocked mask. The error is one line for the user.
 absl::Status RunRemoteWatchCommand(const RemoteWatchTarget& target, RemoteWatchOptions options,
-                                   std::ostream* out, const Waiter& wait);
+                                   std::ostream* out, const view::Waiter& wait);
 
 // Runs `watcher` on a thread of its own while this thread waits on `wait` in short slices: when
 // `wait` returns false (SIGINT, SIGTERM) the watcher is stopped and the result is OK; otherwise
 // the watcher's result.
-absl::Status RunRemoteWatch(RemoteWatcher* watcher, const Waiter& wait);
+absl::Status RunRemoteWatch(RemoteWatcher* watcher, const view::Waiter& wait);
 
 }  // namespace tracetorch::cli
 

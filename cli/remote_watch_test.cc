@@ -17,6 +17,10 @@
 #include "protocol/record_proto.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::DisplayWidth;
+using ::tracetorch::view::Style;
+using ::tracetorch::view::TerminalSize;
 namespace {
 
 using ::testing::HasSubstr;

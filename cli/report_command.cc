@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "cli/command_io.h"
-#include "cli/source.h"
+#include "view/command_io.h"
+#include "view/source.h"
 #include "report/tensorboard/event_file.h"
 #include "report/tensorboard/trace_events.h"
 #include "trace/json_writer.h"
@@ -18,6 +18,13 @@
 #endif
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::Fail;
+using ::tracetorch::view::LoadTraceFile;
+using ::tracetorch::view::Note;
+using ::tracetorch::view::PrintLine;
+using ::tracetorch::view::kExitOk;
 namespace {
 
 report::ReportOptions Options() {

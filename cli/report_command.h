@@ -31,7 +31,7 @@ namespace tracetorch::cli {
 // Writes the HTML report of a diff to `path` and says so on env.err ("tracetorch: note: HTML
 // report written to PATH"). Returns kExitOk, or Fail's code when the file cannot be written.
 int WriteDiffHtml(const std::string& path, const report::DiffReportInput& input,
-                  const CliEnvironment& env);
+                  const view::CliEnvironment& env);
 
 // `report` and `export` (see above).
 class ReportCommand {
@@ -40,7 +40,7 @@ class ReportCommand {
   explicit ReportCommand(CLI::App* app);
 
   bool parsed() const { return report_->parsed() || export_->parsed(); }
-  int Run(const CliEnvironment& env, const DaemonCommands* daemon) const;
+  int Run(const view::CliEnvironment& env, const DaemonCommands* daemon) const;
 
  private:
   // The trace to show: a file, or a daemon session with its history.
@@ -50,9 +50,9 @@ class ReportCommand {
     std::string target;
   };
   absl::StatusOr<FetchedTrace> Load(const Source& source, const DaemonCommands* daemon,
-                                    const CliEnvironment& env) const;
-  int RunReport(const CliEnvironment& env, const DaemonCommands* daemon) const;
-  int RunExport(const CliEnvironment& env, const DaemonCommands* daemon) const;
+                                    const view::CliEnvironment& env) const;
+  int RunReport(const view::CliEnvironment& env, const DaemonCommands* daemon) const;
+  int RunExport(const view::CliEnvironment& env, const DaemonCommands* daemon) const;
 
   CLI::App* report_ = nullptr;
   CLI::App* export_ = nullptr;

@@ -11,6 +11,10 @@
 #include "trace/atomic_file.h"
 
 namespace tracetorch::cli {
+
+using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::kExitRegressions;
 namespace {
 
 using test_util::ExpectOneLineError;

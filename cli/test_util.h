@@ -41,11 +41,11 @@ inline CliResult RunCli(std::vector<std::string> args, CliTerminal terminal = {}
   for (const std::string& arg : args) argv.push_back(arg.c_str());
   std::ostringstream out;
   std::ostringstream err;
-  const CliEnvironment env{.out = &out,
-                           .err = &err,
-                           .stdout_is_tty = terminal.stdout_is_tty,
-                           .no_color = terminal.no_color,
-                           .wait = [](absl::Duration) { return false; }};
+  const view::CliEnvironment env{.out = &out,
+                                 .err = &err,
+                                 .stdout_is_tty = terminal.stdout_is_tty,
+                                 .no_color = terminal.no_color,
+                                 .wait = [](absl::Duration) { return false; }};
   CliResult result;
   result.code = RunTracetorch(static_cast<int>(argv.size()), argv.data(), env);
   result.out = out.str();
@@ -55,7 +55,7 @@ inline CliResult RunCli(std::vector<std::string> args, CliTerminal terminal = {}
 
 // Exit code 2 and one line on stderr, starting "tracetorch: " (commands.h).
 inline void ExpectOneLineError(const CliResult& r) {
-  EXPECT_EQ(r.code, kExitUsage) << r.out << r.err;
+  EXPECT_EQ(r.code, view::kExitUsage) << r.out << r.err;
   EXPECT_THAT(r.err, ::testing::StartsWith("tracetorch: "));
   EXPECT_THAT(r.err, ::testing::EndsWith("\n"));
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;

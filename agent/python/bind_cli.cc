@@ -15,9 +15,9 @@
 #include "absl/time/time.h"
 #include "agent/python/record_convert.h"
 #include "cli/commands.h"
-#include "cli/filter.h"
 #include "trace/format.h"
 #include "trace/record.h"
+#include "view/filter.h"
 
 namespace tracetorch::python {
 namespace {
@@ -91,7 +91,7 @@ int RunCli(const std::vector<std::string>& args, const py::object& out, const py
   PyStreamBuf err_buf(err);
   std::ostream out_stream(&out_buf);
   std::ostream err_stream(&err_buf);
-  const cli::CliEnvironment env{
+  const view::CliEnvironment env{
       .out = &out_stream,
       .err = &err_stream,
       .stdout_is_tty = stdout_is_tty,
@@ -121,7 +121,7 @@ std::optional<std::string> NoneIfEmpty(const std::string& s) {
 }
 
 void BindFilterOptions(py::module_& m) {
-  py::class_<cli::LayerFilter> cls(m, "FilterOptions", R"doc(
+  py::class_<view::LayerFilter> cls(m, "FilterOptions", R"doc(
 The layer selection of `tracetorch inspect` and `watch` (--filter, --type, --min-latency), under
 tracetorch-ml's names. Unset criteria (None) match every layer; set ones combine with AND:
 
@@ -135,29 +135,29 @@ tracetorch-ml's names. Unset criteria (None) match every layer; set ones combine
   cls.def(
          py::init([](std::optional<std::string> name_pattern,
                      std::optional<std::string> module_type, std::optional<double> min_latency_ms) {
-           return cli::LayerFilter{.name_glob = name_pattern.value_or(""),
-                                   .type = module_type.value_or(""),
-                                   .min_latency_ms = min_latency_ms};
+           return view::LayerFilter{.name_glob = name_pattern.value_or(""),
+                                    .type = module_type.value_or(""),
+                                    .min_latency_ms = min_latency_ms};
          }),
          py::arg("name_pattern") = py::none(), py::arg("module_type") = py::none(),
          py::arg("min_latency_ms") = py::none())
       .def_property(
-          "name_pattern", [](const cli::LayerFilter& f) { return NoneIfEmpty(f.name_glob); },
-          [](cli::LayerFilter& f, std::optional<std::string> v) { f.name_glob = v.value_or(""); })
+          "name_pattern", [](const view::LayerFilter& f) { return NoneIfEmpty(f.name_glob); },
+          [](view::LayerFilter& f, std::optional<std::string> v) { f.name_glob = v.value_or(""); })
       .def_property(
-          "module_type", [](const cli::LayerFilter& f) { return NoneIfEmpty(f.type); },
-          [](cli::LayerFilter& f, std::optional<std::string> v) { f.type = v.value_or(""); })
-      .def_readwrite("min_latency_ms", &cli::LayerFilter::min_latency_ms, "float | None")
-      .def("matches", &cli::LayerFilter::Matches, py::arg("layer"),
+          "module_type", [](const view::LayerFilter& f) { return NoneIfEmpty(f.type); },
+          [](view::LayerFilter& f, std::optional<std::string> v) { f.type = v.value_or(""); })
+      .def_readwrite("min_latency_ms", &view::LayerFilter::min_latency_ms, "float | None")
+      .def("matches", &view::LayerFilter::Matches, py::arg("layer"),
            "Whether `layer` (a LayerTrace) passes every set criterion.")
       .def(
           "__eq__",
-          [](const cli::LayerFilter& a, const cli::LayerFilter& b) {
+          [](const view::LayerFilter& a, const view::LayerFilter& b) {
             return a.name_glob == b.name_glob && a.type == b.type &&
                    a.min_latency_ms == b.min_latency_ms;
           },
           py::is_operator())
-      .def("__repr__", [](const cli::LayerFilter& f) {
+      .def("__repr__", [](const view::LayerFilter& f) {
         return absl::StrCat("FilterOptions(name_pattern=", Repr(py::cast(NoneIfEmpty(f.name_glob))),
                             ", module_type=", Repr(py::cast(NoneIfEmpty(f.type))),
                             ", min_latency_ms=", OptRepr(f.min_latency_ms), ")");

@@ -11,15 +11,15 @@
 // for a recorded trace that is execution order.
 //
 // Thread-compatible; no shared state.
-#ifndef TRACETORCH_CLI_TREE_H_
-#define TRACETORCH_CLI_TREE_H_
+#ifndef TRACETORCH_VIEW_TREE_H_
+#define TRACETORCH_VIEW_TREE_H_
 
 #include <string>
 #include <vector>
 
 #include "trace/record.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 struct LayerTreeNode {
   std::string name;       // Last path component ("fc"); the display name.
@@ -37,6 +37,6 @@ struct LayerTreeNode {
 // the first.
 std::vector<LayerTreeNode> BuildLayerTree(const std::vector<LayerTrace>& layers);
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_TREE_H_
+#endif  // TRACETORCH_VIEW_TREE_H_

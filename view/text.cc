@@ -1,10 +1,10 @@
-#include "cli/text.h"
+#include "view/text.h"
 
 #include <algorithm>
 #include <string>
 #include <string_view>
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 constexpr std::string_view kReset = "\x1b[0m";
@@ -243,4 +243,4 @@ std::string RenderPanel(const Panel& panel, const Style& style) {
   return out;
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -4,8 +4,8 @@
 // session_labels.h.
 //
 // Thread-compatible; pure functions.
-#ifndef TRACETORCH_CLI_LABELS_H_
-#define TRACETORCH_CLI_LABELS_H_
+#ifndef TRACETORCH_VIEW_LABELS_H_
+#define TRACETORCH_VIEW_LABELS_H_
 
 #include <cstdint>
 #include <optional>
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "cli/text.h"
 #include "trace/anomaly.h"
+#include "view/text.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 // A timestamp as listings print it, in UTC: "2026-01-01T12:00:00Z"; "-" when `unix_ns` <= 0
 // (unknown).
@@ -37,6 +37,6 @@ std::string SeverityMark(std::optional<AnomalySeverity> worst, const Style& styl
 absl::flat_hash_map<std::string, AnomalySeverity> WorstSeverityByLayer(
     const std::vector<Anomaly>& anomalies);
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_LABELS_H_
+#endif  // TRACETORCH_VIEW_LABELS_H_

@@ -1,4 +1,4 @@
-#include "cli/filter.h"
+#include "view/filter.h"
 
 #include <cmath>
 #include <limits>
@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "trace/record.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 using ::testing::ElementsAre;
@@ -119,4 +119,4 @@ TEST(LayerFilter, ValidateRejectsNegativeAndNonFinite) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

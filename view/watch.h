@@ -11,8 +11,8 @@
 //
 // Not thread-safe: drive a Watcher from one thread. Stopping is the Waiter's job (see Run), so a
 // signal handler never has to touch the watcher.
-#ifndef TRACETORCH_CLI_WATCH_H_
-#define TRACETORCH_CLI_WATCH_H_
+#ifndef TRACETORCH_VIEW_WATCH_H_
+#define TRACETORCH_VIEW_WATCH_H_
 
 #include <functional>
 #include <optional>
@@ -20,11 +20,11 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "cli/source.h"
-#include "cli/text.h"
 #include "trace/record.h"
+#include "view/source.h"
+#include "view/text.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 struct WatchOptions {
   std::string label = "";  // What is watched, for the header line ("train.json").
@@ -74,6 +74,6 @@ class Watcher {
   int writes_ = 0;
 };
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_WATCH_H_
+#endif  // TRACETORCH_VIEW_WATCH_H_

@@ -1,11 +1,11 @@
-#include "cli/text.h"
+#include "view/text.h"
 
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 using ::testing::StartsWith;
@@ -115,4 +115,4 @@ TEST(RenderPanel, TitleWiderThanContentWidensThePanel) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -1,4 +1,4 @@
-#include "cli/labels.h"
+#include "view/labels.h"
 
 #include <optional>
 #include <string>
@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 Anomaly On(std::string layer, AnomalySeverity severity) {
@@ -46,4 +46,4 @@ TEST(WorstSeverityByLayer, KeepsTheWorstPerLayer) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -1,4 +1,4 @@
-#include "cli/source.h"
+#include "view/source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 using ::testing::HasSubstr;
@@ -149,4 +149,4 @@ TEST(FileTraceSource, SameSizeRewriteIsSeen) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

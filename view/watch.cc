@@ -1,12 +1,12 @@
-#include "cli/watch.h"
+#include "view/watch.h"
 
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "cli/terminal.h"
+#include "view/terminal.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 // A file watch redraws the whole screen: home, then clear it.
@@ -100,4 +100,4 @@ void Watcher::Emit(const std::string& text) {
   ++writes_;
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -7,8 +7,8 @@
 //   TraceRecord shown = ApplyFilter(record, filter);  // blocks.0.fc, blocks.1.fc
 //
 // Thread-compatible; no shared state.
-#ifndef TRACETORCH_CLI_FILTER_H_
-#define TRACETORCH_CLI_FILTER_H_
+#ifndef TRACETORCH_VIEW_FILTER_H_
+#define TRACETORCH_VIEW_FILTER_H_
 
 #include <optional>
 #include <string>
@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "trace/record.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 struct LayerFilter {
   // fnmatch(3) pattern on full_name, no flags: '*' also matches '.', so "blocks.*" selects every
@@ -43,6 +43,6 @@ inline constexpr char kNoLayersMatched[] = "No layers matched the filter.";
 // layer (such as a NaN origin at "<input>").
 TraceRecord ApplyFilter(const TraceRecord& record, const LayerFilter& filter);
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_FILTER_H_
+#endif  // TRACETORCH_VIEW_FILTER_H_

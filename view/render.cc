@@ -1,4 +1,4 @@
-#include "cli/render.h"
+#include "view/render.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -11,14 +11,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cli/labels.h"
-#include "cli/tree.h"
 #include "trace/format.h"
 #include "trace/forward_passes.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
+#include "view/labels.h"
+#include "view/tree.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 std::string Separator(const Style& style) {
@@ -311,4 +311,4 @@ std::string RenderDiff(const TraceDiff& diff, const Style& style) {
   return out;
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

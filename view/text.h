@@ -11,8 +11,8 @@
 // TruncateLine share the one reading of escape sequences.
 //
 // Thread-compatible; no shared state.
-#ifndef TRACETORCH_CLI_TEXT_H_
-#define TRACETORCH_CLI_TEXT_H_
+#ifndef TRACETORCH_VIEW_TEXT_H_
+#define TRACETORCH_VIEW_TEXT_H_
 
 #include <cstddef>
 #include <string>
@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 struct Style {
   bool color = false;    // ANSI SGR escape codes.
@@ -91,6 +91,6 @@ struct Panel {
 };
 std::string RenderPanel(const Panel& panel, const Style& style);
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_TEXT_H_
+#endif  // TRACETORCH_VIEW_TEXT_H_

@@ -1,14 +1,14 @@
-#include "cli/command_io.h"
+#include "view/command_io.h"
 
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_replace.h"
-#include "cli/render.h"
 #include "trace/json.h"
+#include "view/render.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 // "tracetorch: PREFIXMESSAGE" on stderr, line breaks in MESSAGE made spaces.
@@ -19,6 +19,12 @@ void ErrorLine(const CliEnvironment& env, std::string_view prefix, std::string m
 }
 
 }  // namespace
+
+Style ChooseStyle(std::string_view color, bool stdout_is_tty, bool no_color) {
+  if (color == "always") return Style::Rich();
+  if (color == "never") return Style::Plain();
+  return stdout_is_tty && !no_color ? Style::Rich() : Style::Plain();
+}
 
 int Fail(const CliEnvironment& env, std::string message) {
   ErrorLine(env, "", std::move(message));
@@ -45,4 +51,4 @@ int ReportDiff(const TraceDiff& diff, bool json, const Style& style, const CliEn
   return diff.has_regressions() ? kExitRegressions : kExitOk;
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

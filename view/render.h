@@ -7,20 +7,20 @@
 // Text read from the trace (names, messages) is passed through Sanitize (text.h).
 //
 // Thread-compatible; no shared state.
-#ifndef TRACETORCH_CLI_RENDER_H_
-#define TRACETORCH_CLI_RENDER_H_
+#ifndef TRACETORCH_VIEW_RENDER_H_
+#define TRACETORCH_VIEW_RENDER_H_
 
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "cli/filter.h"
-#include "cli/text.h"
 #include "trace/diff.h"
 #include "trace/record.h"
+#include "view/filter.h"
+#include "view/text.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 // The "Model Summary" panel: Model, PyTorch, Layers, Forward passes (the most of any layer),
 // Parameters (sum of the layers' direct parameters), Execution Time, and NaN origin when the record
@@ -62,6 +62,6 @@ std::string RenderSummary(const TraceRecord& record, const Style& style);
 // line.
 std::string RenderDiff(const TraceDiff& diff, const Style& style);
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_RENDER_H_
+#endif  // TRACETORCH_VIEW_RENDER_H_

@@ -1,16 +1,16 @@
-#include "cli/live_view.h"
+#include "view/live_view.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "cli/source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trace/record.h"
+#include "view/source.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 using ::testing::HasSubstr;
@@ -298,4 +298,4 @@ TEST(RenderJobFrame, NoDivergenceAndFilter) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

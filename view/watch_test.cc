@@ -1,4 +1,4 @@
-#include "cli/watch.h"
+#include "view/watch.h"
 
 #include <deque>
 #include <sstream>
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 using ::testing::HasSubstr;
@@ -145,4 +145,4 @@ TEST(Watcher, RunStopsWhenOutputFails) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -2,17 +2,17 @@
 // terminal's size, drawing a frame over the previous one, and the signals that end a watch.
 //
 // Thread-compatible, except MakeSignalWaiter (see there).
-#ifndef TRACETORCH_CLI_TERMINAL_H_
-#define TRACETORCH_CLI_TERMINAL_H_
+#ifndef TRACETORCH_VIEW_TERMINAL_H_
+#define TRACETORCH_VIEW_TERMINAL_H_
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-#include "cli/text.h"
-#include "cli/watch.h"
+#include "view/text.h"
+#include "view/watch.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 // Cursor home; clear the whole screen; clear to the end of the line; clear to the end of the
 // screen.
@@ -62,6 +62,6 @@ class InPlaceScreen {
 // The Waiter must be called from the thread that made it.
 Waiter MakeSignalWaiter();
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_TERMINAL_H_
+#endif  // TRACETORCH_VIEW_TERMINAL_H_

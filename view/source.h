@@ -2,8 +2,8 @@
 // uploads of diff --remote and baseline set), and the TraceSource that `watch FILE` polls. A
 // daemon session is not a TraceSource: `watch --remote` follows its Watch stream
 // (remote_watch.h), and both feed the same renderers.
-#ifndef TRACETORCH_CLI_SOURCE_H_
-#define TRACETORCH_CLI_SOURCE_H_
+#ifndef TRACETORCH_VIEW_SOURCE_H_
+#define TRACETORCH_VIEW_SOURCE_H_
 
 #include <cstdint>
 #include <optional>
@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "trace/record.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 // One line describing why `path` could not be loaded, without a "tracetorch: " prefix, e.g.
 //   "nope.json: file not found"
@@ -69,6 +69,6 @@ class FileTraceSource : public TraceSource {
   std::optional<FileIdentity> loaded_;  // Identity of the version last returned as kUpdated.
 };
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_SOURCE_H_
+#endif  // TRACETORCH_VIEW_SOURCE_H_

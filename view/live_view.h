@@ -13,8 +13,8 @@
 // (rich style: Unicode tree guides, sparklines in ▁▂▃▄▅▆▇█, ✓/⚠/✗ marks, colour).
 //
 // Thread-compatible; no shared state.
-#ifndef TRACETORCH_CLI_LIVE_VIEW_H_
-#define TRACETORCH_CLI_LIVE_VIEW_H_
+#ifndef TRACETORCH_VIEW_LIVE_VIEW_H_
+#define TRACETORCH_VIEW_LIVE_VIEW_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -25,11 +25,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "cli/filter.h"
-#include "cli/text.h"
 #include "trace/record.h"
+#include "view/filter.h"
+#include "view/text.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 // One layer's recent per-step values, oldest first. NaN: unknown in that step. `non_finite[i]`:
 // the layer's output or gradient held NaN/Inf in step i (shorter vectors read as false).
@@ -136,6 +136,6 @@ struct LiveJobFrame {
 // a cell named by a divergence (its rank and metric) is flagged (⚠ / "!") and so is its layer.
 std::string RenderJobFrame(const LiveJobFrame& frame, const LiveViewOptions& options);
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
 
-#endif  // TRACETORCH_CLI_LIVE_VIEW_H_
+#endif  // TRACETORCH_VIEW_LIVE_VIEW_H_

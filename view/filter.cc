@@ -1,4 +1,4 @@
-#include "cli/filter.h"
+#include "view/filter.h"
 
 #include <fnmatch.h>
 
@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 bool LayerFilter::empty() const {
   return name_glob.empty() && type.empty() && !min_latency_ms.has_value();
@@ -51,4 +51,4 @@ TraceRecord ApplyFilter(const TraceRecord& record, const LayerFilter& filter) {
   return out;
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

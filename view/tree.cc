@@ -1,4 +1,4 @@
-#include "cli/tree.h"
+#include "view/tree.h"
 
 #include <string>
 #include <string_view>
@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_split.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 // Deeper paths keep their tail as one component, which bounds recursion on hostile input.
@@ -84,4 +84,4 @@ std::vector<LayerTreeNode> BuildLayerTree(const std::vector<LayerTrace>& layers)
   return builder.Build();
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -1,4 +1,4 @@
-#include "cli/labels.h"
+#include "view/labels.h"
 
 #include <string>
 #include <string_view>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 std::string FormatUnixTime(int64_t unix_ns) {
   if (unix_ns <= 0) return "-";
@@ -56,4 +56,4 @@ absl::flat_hash_map<std::string, AnomalySeverity> WorstSeverityByLayer(
   return worst;
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

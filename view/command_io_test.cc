@@ -1,11 +1,11 @@
-#include "cli/command_io.h"
+#include "view/command_io.h"
 
 #include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 TEST(Fail, OneLineOnStderrAndExit2) {
@@ -36,5 +36,16 @@ TEST(Note, OneLineOnStderr) {
   EXPECT_EQ(out.str(), "");
 }
 
+TEST(ChooseStyle, AutoFollowsTerminalAndNoColor) {
+  EXPECT_TRUE(ChooseStyle("auto", true, false).color);
+  EXPECT_TRUE(ChooseStyle("auto", true, false).unicode);
+  EXPECT_FALSE(ChooseStyle("auto", false, false).color);
+  EXPECT_FALSE(ChooseStyle("auto", false, false).unicode);
+  EXPECT_FALSE(ChooseStyle("auto", true, true).color);
+  EXPECT_FALSE(ChooseStyle("auto", true, true).unicode);
+  EXPECT_TRUE(ChooseStyle("always", false, true).color);
+  EXPECT_FALSE(ChooseStyle("never", true, false).color);
+}
+
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

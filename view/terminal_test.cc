@@ -1,4 +1,4 @@
-#include "cli/terminal.h"
+#include "view/terminal.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 using ::testing::EndsWith;
@@ -105,4 +105,4 @@ TEST_F(SignalWaiterTest, SigintAndSigtermEndTheWait) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

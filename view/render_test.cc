@@ -1,4 +1,4 @@
-#include "cli/render.h"
+#include "view/render.h"
 
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 #include "trace/op_graph_json.h"
 #include "trace/record.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 using ::testing::HasSubstr;
@@ -348,4 +348,4 @@ TEST(RenderDiff, EntriesAndVerdict) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -1,4 +1,4 @@
-#include "cli/terminal.h"
+#include "view/terminal.h"
 
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 
 TerminalSize QueryTerminalSize(int fd) {
   winsize ws{};
@@ -76,4 +76,4 @@ Waiter MakeSignalWaiter() {
   };
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -1,4 +1,4 @@
-#include "cli/tree.h"
+#include "view/tree.h"
 
 #include <string>
 #include <vector>
@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "trace/record.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 LayerTrace Layer(std::string full_name, std::string type = "Linear") {
@@ -122,4 +122,4 @@ TEST(BuildLayerTree, VeryDeepPathsAreBounded) {
 }
 
 }  // namespace
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

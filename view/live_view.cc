@@ -1,4 +1,4 @@
-#include "cli/live_view.h"
+#include "view/live_view.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,12 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "cli/labels.h"
-#include "cli/render.h"
-#include "cli/tree.h"
 #include "trace/format.h"
+#include "view/labels.h"
+#include "view/render.h"
+#include "view/tree.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 // The widest label column before the values start (longer labels push their values right).
@@ -539,4 +539,4 @@ std::string RenderJobFrame(const LiveJobFrame& frame, const LiveViewOptions& opt
   return TruncateLines(out, options.width, style);
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view

@@ -1,4 +1,4 @@
-#include "cli/source.h"
+#include "view/source.h"
 
 #include <sys/stat.h>
 
@@ -14,7 +14,7 @@
 #include "absl/strings/strip.h"
 #include "trace/json.h"
 
-namespace tracetorch::cli {
+namespace tracetorch::view {
 namespace {
 
 // tracetorch-ml's words, which its users know.
@@ -98,4 +98,4 @@ SourcePoll FileTraceSource::Poll() {
   return poll;
 }
 
-}  // namespace tracetorch::cli
+}  // namespace tracetorch::view
