@@ -1,10 +1,5 @@
 #include "cli/commands.h"
 
-#include <unistd.h>
-
-#include <cmath>
-#include <cstdlib>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,7 +9,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
 #include "cli/audit_command.h"
 #include "cli/daemon_commands.h"
 #include "cli/graph_command.h"
@@ -22,16 +16,10 @@
 #if TRACETORCH_HAVE_REPORT
 #include "cli/report_command.h"
 #endif
-#include "trace/anomaly.h"
 #include "trace/diff.h"
-#include "trace/json.h"
 #include "view/command_io.h"
+#include "view/file_commands.h"
 #include "view/filter.h"
-#include "view/live_view.h"
-#include "view/render.h"
-#include "view/source.h"
-#include "view/terminal.h"
-#include "view/watch.h"
 
 #ifndef TRACETORCH_VERSION
 #define TRACETORCH_VERSION "unknown"
@@ -39,29 +27,25 @@
 
 namespace tracetorch::cli {
 
-using ::tracetorch::view::ApplyFilter;
 using ::tracetorch::view::ChooseStyle;
 using ::tracetorch::view::CliEnvironment;
+using ::tracetorch::view::CompareTraceFiles;
+using ::tracetorch::view::ComparedTraces;
+using ::tracetorch::view::DiffRequest;
 using ::tracetorch::view::Fail;
-using ::tracetorch::view::FileTraceSource;
-using ::tracetorch::view::FrameRenderer;
+using ::tracetorch::view::InspectRequest;
 using ::tracetorch::view::kExitOk;
 using ::tracetorch::view::kExitUsage;
 using ::tracetorch::view::LayerFilter;
-using ::tracetorch::view::LiveViewOptions;
-using ::tracetorch::view::LoadTraceFile;
-using ::tracetorch::view::MakeSignalWaiter;
-using ::tracetorch::view::Note;
-using ::tracetorch::view::PrintLine;
-using ::tracetorch::view::QueryTerminalSize;
-using ::tracetorch::view::RenderInspect;
-using ::tracetorch::view::RenderLiveBody;
-using ::tracetorch::view::RenderSummary;
 using ::tracetorch::view::ReportDiff;
+using ::tracetorch::view::RunDiff;
+using ::tracetorch::view::RunInspect;
+using ::tracetorch::view::RunSummary;
+using ::tracetorch::view::RunWatchFile;
 using ::tracetorch::view::Style;
-using ::tracetorch::view::TruncateLines;
-using ::tracetorch::view::Watcher;
-using ::tracetorch::view::WatchOptions;
+using ::tracetorch::view::SummaryRequest;
+using ::tracetorch::view::ValidateWatchInterval;
+
 namespace {
 
 // Options shared by every subcommand, set on the top-level app (fallthrough lets them follow the
@@ -95,18 +79,14 @@ struct InspectArgs {
   FilterArgs filter;
   bool json = false;
   bool recompute = false;
-};
 
-struct SummaryArgs {
-  std::string file;
-  bool recompute = false;
+  InspectRequest Get() const {
+    return {.file = file, .filter = filter.Get(), .json = json, .recompute = recompute};
+  }
 };
 
 struct DiffArgs {
-  std::string baseline;
-  std::string current;
-  DiffThresholds thresholds;
-  bool json = false;
+  DiffRequest request;
   std::string html;  // --html FILE.
 };
 
@@ -177,80 +157,26 @@ struct WatchArgs {
   double connect_timeout_s = 3.0;
 };
 
-// Replaces the stored warnings with a fresh DetectAnomalies run (default thresholds).
-absl::Status Recompute(TraceRecord* record) {
-  absl::StatusOr<std::vector<Anomaly>> anomalies = DetectAnomalies(*record);
-  if (!anomalies.ok()) return anomalies.status();
-  record->warnings = *std::move(anomalies);
-  return absl::OkStatus();
-}
-
-// Loads `path`, re-running anomaly detection if asked. The error is a DescribeLoadError line.
-// Warnings of a type this version does not know are kept, with a note saying so.
-absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute,
-                                 const CliEnvironment& env) {
-  absl::StatusOr<TraceRecord> record = LoadTraceFile(path);
-  if (record.ok() && !recompute) {
-    if (std::string note = DescribeUnknownAnomalyTypes(*record); !note.empty()) {
-      Note(env, absl::StrCat(path, ": ", note));
-    }
-  }
-  if (!record.ok() || !recompute) return record;
-  if (absl::Status s = Recompute(&*record); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(path, ": anomaly detection failed: ", s.message()));
-  }
-  return record;
-}
-
-int RunInspect(const InspectArgs& args, const Style& style, const CliEnvironment& env) {
-  const LayerFilter filter = args.filter.Get();
-  if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
-  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute, env);
-  if (!record.ok()) return Fail(env, std::string(record.status().message()));
-  if (args.json) {
-    PrintLine(TraceToJson(ApplyFilter(*record, filter)), env);
-  } else {
-    *env.out << RenderInspect(*record, filter, style);
-    env.out->flush();
-  }
-  return kExitOk;
-}
-
-int RunSummary(const SummaryArgs& args, const Style& style, const CliEnvironment& env) {
-  absl::StatusOr<TraceRecord> record = Load(args.file, args.recompute, env);
-  if (!record.ok()) return Fail(env, std::string(record.status().message()));
-  *env.out << RenderSummary(*record, style);
-  env.out->flush();
-  return kExitOk;
-}
-
-int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env) {
-  if (args.current.empty()) {
-    return Fail(env, "diff needs two traces: BASELINE CURRENT (see 'tracetorch diff --help')");
-  }
-  if (absl::Status s = args.thresholds.Validate(); !s.ok()) {
-    return Fail(env, std::string(s.message()));  // "invalid diff thresholds: ..."
-  }
-  absl::StatusOr<TraceRecord> baseline = Load(args.baseline, /*recompute=*/false, env);
-  if (!baseline.ok()) return Fail(env, std::string(baseline.status().message()));
-  absl::StatusOr<TraceRecord> current = Load(args.current, /*recompute=*/false, env);
-  if (!current.ok()) return Fail(env, std::string(current.status().message()));
-
-  const TraceDiff diff = DiffRecords(*baseline, *current, args.thresholds);
-  const int code = ReportDiff(diff, args.json, style, env);
+// `diff BASELINE CURRENT`: view::RunDiff; with --html FILE, the diff as it prints it, then the
+// diff's HTML report (report/).
+int RunLocalDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env) {
 #if TRACETORCH_HAVE_REPORT
-  if (!args.html.empty()) {
-    const int written = WriteDiffHtml(args.html,
-                                      {.diff = &diff,
-                                       .baseline = {&*baseline, nullptr, args.baseline},
-                                       .current = {&*current, nullptr, args.current},
-                                       .thresholds = args.thresholds,
-                                       .exit_status = code},
-                                      env);
-    if (written != kExitOk) return written;
-  }
+  if (args.html.empty()) return RunDiff(args.request, style, env);
+  absl::StatusOr<ComparedTraces> compared = CompareTraceFiles(args.request, env);
+  if (!compared.ok()) return Fail(env, std::string(compared.status().message()));
+  const int code = ReportDiff(compared->diff, args.request.json, style, env);
+  const int written = WriteDiffHtml(
+      args.html,
+      {.diff = &compared->diff,
+       .baseline = {&compared->baseline, nullptr, args.request.baseline},
+       .current = {&compared->current, nullptr, args.request.current},
+       .thresholds = args.request.thresholds,
+       .exit_status = code},
+      env);
+  return written != kExitOk ? written : code;
+#else
+  return RunDiff(args.request, style, env);  // No --html option without report/.
 #endif
-  return code;
 }
 
 // `diff --remote A B`: the option may have taken A as its address. Puts it back where it was
@@ -258,10 +184,10 @@ int RunDiff(const DiffArgs& args, const Style& style, const CliEnvironment& env)
 int RunDiffRemote(const DiffArgs& args, const RemoteDiffArgs& remote, CLI::App* diff,
                   const Style& style, const CliEnvironment& env, const DaemonCommands* daemon) {
   RemoteDiffRequest request{.address = remote.address,
-                            .baseline = args.baseline,
-                            .current = args.current,
-                            .thresholds = args.thresholds,
-                            .json = args.json,
+                            .baseline = args.request.baseline,
+                            .current = args.request.current,
+                            .thresholds = args.request.thresholds,
+                            .json = args.request.json,
                             .html = args.html};
   if (request.current.empty()) {
     if (request.address.empty() || request.baseline.empty()) {
@@ -311,9 +237,8 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
              const DaemonCommands* daemon) {
   const LayerFilter filter = args.filter.Get();
   if (absl::Status s = filter.Validate(); !s.ok()) return Fail(env, std::string(s.message()));
-  if (!std::isfinite(args.interval_s) || args.interval_s <= 0 || args.interval_s > 86400) {
-    return Fail(env, absl::StrCat("--interval must be a number of seconds in (0, 86400], got ",
-                                  args.interval_s));
+  if (absl::Status s = ValidateWatchInterval(args.interval_s); !s.ok()) {
+    return Fail(env, std::string(s.message()));
   }
   if (args.remote_option->count() > 0 || !args.job.empty()) {
     return RunWatchRemote(args, filter, style, env, daemon);
@@ -326,31 +251,11 @@ int RunWatch(const WatchArgs& args, const Style& style, const CliEnvironment& en
                 "watch needs one trace FILE, or --remote [ADDR] [SESSION] "
                 "(see 'tracetorch watch --help')");
   }
-  const std::string& file = args.targets.front();
-  FileTraceSource source(file);
-  const bool recompute = args.recompute;
-  const bool tty = env.stdout_is_tty;
-  // The live view's body (live_view.h) without history: a file holds no per-step values.
-  FrameRenderer render = [&filter, &style, recompute, tty](const TraceRecord& record) {
-    LiveViewOptions view;
-    view.style = style;
-    view.filter = filter;
-    view.width = tty ? QueryTerminalSize(STDOUT_FILENO).columns : 0;
-    if (!recompute) return TruncateLines(RenderLiveBody(record, nullptr, view), view.width, style);
-    TraceRecord copy = record;
-    (void)Recompute(
-        &copy);  // Cannot fail with the default thresholds; keeps the stored ones if so.
-    return TruncateLines(RenderLiveBody(copy, nullptr, view), view.width, style);
-  };
-  WatchOptions options{
-      .label = file,
-      .interval = absl::Seconds(args.interval_s),
-      .redraw_in_place = env.stdout_is_tty,
-      .style = style,
-  };
-  Watcher watcher(&source, std::move(render), std::move(options), env.out);
-  watcher.Run(env.wait ? env.wait : MakeSignalWaiter());
-  return kExitOk;
+  return RunWatchFile({.file = args.targets.front(),
+                       .filter = filter,
+                       .interval_s = args.interval_s,
+                       .recompute = args.recompute},
+                      style, env);
 }
 
 }  // namespace
@@ -376,7 +281,7 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   inspect->add_flag("--recompute", inspect_args.recompute,
                     "Re-run anomaly detection instead of showing the anomalies stored in the file");
 
-  SummaryArgs summary_args;
+  SummaryRequest summary_args;
   CLI::App* summary = app.add_subcommand("summary", "Show the model summary and anomaly counts");
   summary->add_option("file", summary_args.file, "Trace file (JSON)")->required();
   summary->add_flag("--recompute", summary_args.recompute,
@@ -385,22 +290,22 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   DiffArgs diff_args;
   CLI::App* diff = app.add_subcommand(
       "diff", "Compare two traces; exit code 1 when a warning or critical change is found");
-  diff->add_option("baseline", diff_args.baseline,
+  diff->add_option("baseline", diff_args.request.baseline,
                    "Baseline trace file (JSON); with --remote also session:ID, latest, "
                    "baseline:NAME")
       ->required();
   // Not required: `diff --remote A B` parses A as --remote's value (RunDiffRemote).
-  diff->add_option("current", diff_args.current, "Current trace file (JSON); as baseline");
+  diff->add_option("current", diff_args.request.current, "Current trace file (JSON); as baseline");
   RemoteDiffArgs remote_diff;
   remote_diff.AddTo(diff);
-  diff->add_option("--latency-threshold", diff_args.thresholds.latency,
+  diff->add_option("--latency-threshold", diff_args.request.thresholds.latency,
                    "Relative change of mean latency to report (default 0.10 = 10%); with --remote "
                    "and per-step history on both sides, of the median and beyond the step noise");
-  diff->add_option("--grad-norm-threshold", diff_args.thresholds.grad_norm,
+  diff->add_option("--grad-norm-threshold", diff_args.request.thresholds.grad_norm,
                    "Relative change of gradient norm to report (default 0.25)");
-  diff->add_option("--std-threshold", diff_args.thresholds.std,
+  diff->add_option("--std-threshold", diff_args.request.thresholds.std,
                    "Relative change of output std to report (default 0.25)");
-  diff->add_flag("--json", diff_args.json, "Print the diff as JSON");
+  diff->add_flag("--json", diff_args.request.json, "Print the diff as JSON");
 #if TRACETORCH_HAVE_REPORT
   diff->add_option("--html", diff_args.html,
                    "Also write the diff's HTML report (one self-contained file) to FILE");
@@ -502,11 +407,11 @@ int RunTracetorchCommand(int argc, const char* const* argv, const CliEnvironment
   }
 
   const Style style = ChooseStyle(global.color, env.stdout_is_tty, env.no_color);
-  if (inspect->parsed()) return RunInspect(inspect_args, style, env);
+  if (inspect->parsed()) return RunInspect(inspect_args.Get(), style, env);
   if (summary->parsed()) return RunSummary(summary_args, style, env);
   if (diff->parsed()) {
     return remote_diff.requested() ? RunDiffRemote(diff_args, remote_diff, diff, style, env, daemon)
-                                   : RunDiff(diff_args, style, env);
+                                   : RunLocalDiff(diff_args, style, env);
   }
   if (ops_command.parsed()) return ops_command.Run(style, env);
   if (graph_command.parsed()) return graph_command.Run(env);

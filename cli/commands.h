@@ -1,11 +1,13 @@
-// The `tracetorch` command line: argument parsing (CLI11) and the subcommands inspect, summary,
-// diff and watch (trace files), ops (op graphs, ops_command.h), and sessions, snapshot, watch
-// --remote / --job, diff --remote and baseline (a running tracetorchd; parsed here, run by a
-// DaemonCommands, daemon_commands.h).
+// The `tracetorch` command line: argument parsing (CLI11) into the subcommands inspect, summary,
+// diff and watch (trace files, run by view/file_commands.h), ops (op graphs, ops_command.h),
+// graph, audit, report and export, and sessions, snapshot, forensics, watch --remote / --job,
+// diff --remote and baseline (a running tracetorchd; parsed here, run by a DaemonCommands,
+// daemon_commands.h).
 // RunTracetorchCommand is the whole command line without the daemon client (library
-// tracetorch_cli_core: no protobuf, no gRPC, so the Python extension links it); RunTracetorch
+// tracetorch_cli_core: no protobuf, no gRPC; an agent-only build's program); RunTracetorch
 // (remote_commands.h) is the `tracetorch` program, with it. main.cc is a thin wrapper over
-// RunTracetorch, so the whole command can run in-process.
+// RunTracetorch, so the whole command can run in-process. Only the program links cli/: the
+// Python extension prints with view/ (tools/check_layers).
 //
 // Exit codes, notes and the error line: view/command_io.h.
 #ifndef TRACETORCH_CLI_COMMANDS_H_

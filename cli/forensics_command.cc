@@ -29,6 +29,7 @@ using ::tracetorch::view::Note;
 using ::tracetorch::view::PrintLine;
 using ::tracetorch::view::Style;
 using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::kExitUsage;
 namespace {
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);

@@ -1,6 +1,6 @@
 // What the commands of `tracetorch` share at their edges: where they print and how they wait
 // (CliEnvironment), the exit codes, the one error line, notes, printing a document and a diff.
-// Used by the command line (cli/commands.cc) and
+// Used by the commands over trace files (file_commands.h), the command line (cli/commands.cc) and
 // its daemon subcommands (cli/remote_commands.cc, cli/remote_diff.cc), so that every command
 // fails and prints the same way, whether the `tracetorch` program or the Python package's
 // tracetorch.cli runs it.

@@ -1,4 +1,4 @@
-// Python bindings of the command line; see bind_cli.h.
+// Python bindings of tracetorch.cli; see bind_cli.h.
 #include "agent/python/bind_cli.h"
 
 #include <pybind11/stl.h>
@@ -14,9 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "agent/python/record_convert.h"
-#include "cli/commands.h"
 #include "trace/format.h"
 #include "trace/record.h"
+#include "view/command_io.h"
+#include "view/file_commands.h"
 #include "view/filter.h"
 
 namespace tracetorch::python {
@@ -82,38 +83,111 @@ class PyStreamBuf final : public std::streambuf {
   std::optional<py::error_already_set> error_;
 };
 
-int RunCli(const std::vector<std::string>& args, const py::object& out, const py::object& err,
-           const py::object& sleep, bool stdout_is_tty, bool no_color) {
-  std::vector<const char*> argv;
-  argv.push_back("tracetorch");
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
+// Runs `command` with an environment whose streams write to the Python text streams `out` and
+// `err`; raises what a stream raised (a closed pipe) once the command has returned.
+template <typename Command>
+int RunWithStreams(const py::object& out, const py::object& err, const py::object& sleep,
+                   bool stdout_is_tty, bool no_color, Command command) {
   PyStreamBuf out_buf(out);
   PyStreamBuf err_buf(err);
   std::ostream out_stream(&out_buf);
   std::ostream err_stream(&err_buf);
-  const view::CliEnvironment env{
+  view::CliEnvironment env{
       .out = &out_stream,
       .err = &err_stream,
       .stdout_is_tty = stdout_is_tty,
       .no_color = no_color,
-      .wait =
-          [&sleep](absl::Duration timeout) {
-            try {
-              sleep(absl::ToDoubleSeconds(timeout));
-            } catch (py::error_already_set& e) {
-              if (e.matches(PyExc_KeyboardInterrupt)) return false;  // Ctrl+C: stop watching.
-              throw;
-            }
-            return true;
-          },
+      .wait = {},
   };
-  const int code =
-      cli::RunTracetorchCommand(static_cast<int>(argv.size()), argv.data(), env, nullptr);
+  if (!sleep.is_none()) {
+    env.wait = [&sleep](absl::Duration timeout) {
+      try {
+        sleep(absl::ToDoubleSeconds(timeout));
+      } catch (py::error_already_set& e) {
+        if (e.matches(PyExc_KeyboardInterrupt)) return false;  // Ctrl+C: stop watching.
+        throw;
+      }
+      return true;
+    };
+  }
+  const int code = command(view::ChooseStyle("auto", stdout_is_tty, no_color), env);
   out_stream.flush();
   err_stream.flush();
   out_buf.RethrowError();
   err_buf.RethrowError();
   return code;
+}
+
+view::LayerFilter FilterOrAll(const std::optional<view::LayerFilter>& filter) {
+  return filter.value_or(view::LayerFilter{});
+}
+
+// The commands over trace files (view/file_commands.h), each with the streams to print on.
+void BindFileCommands(py::module_& m) {
+  m.def(
+      "_inspect",
+      [](const std::string& file, std::optional<view::LayerFilter> filter, bool json,
+         const py::object& out, const py::object& err, bool stdout_is_tty, bool no_color) {
+        return RunWithStreams(out, err, py::none(), stdout_is_tty, no_color,
+                              [&](const view::Style& style, const view::CliEnvironment& env) {
+                                return view::RunInspect(
+                                    {.file = file, .filter = FilterOrAll(filter), .json = json},
+                                    style, env);
+                              });
+      },
+      py::arg("file"), py::arg("filter"), py::arg("json"), py::arg("stdout"), py::arg("stderr"),
+      py::kw_only(), py::arg("stdout_is_tty") = false, py::arg("no_color") = false,
+      "`tracetorch inspect FILE`; returns the exit code.");
+  m.def(
+      "_summary",
+      [](const std::string& file, const py::object& out, const py::object& err, bool stdout_is_tty,
+         bool no_color) {
+        return RunWithStreams(out, err, py::none(), stdout_is_tty, no_color,
+                              [&](const view::Style& style, const view::CliEnvironment& env) {
+                                return view::RunSummary({.file = file}, style, env);
+                              });
+      },
+      py::arg("file"), py::arg("stdout"), py::arg("stderr"), py::kw_only(),
+      py::arg("stdout_is_tty") = false, py::arg("no_color") = false,
+      "`tracetorch summary FILE`; returns the exit code.");
+  m.def(
+      "_diff",
+      [](const std::string& baseline, const std::string& current, double latency, double grad_norm,
+         double std, bool json, const py::object& out, const py::object& err, bool stdout_is_tty,
+         bool no_color) {
+        return RunWithStreams(
+            out, err, py::none(), stdout_is_tty, no_color,
+            [&](const view::Style& style, const view::CliEnvironment& env) {
+              return view::RunDiff(
+                  {.baseline = baseline,
+                   .current = current,
+                   .thresholds = {.latency = latency, .grad_norm = grad_norm, .std = std},
+                   .json = json},
+                  style, env);
+            });
+      },
+      py::arg("baseline"), py::arg("current"), py::arg("latency_threshold"),
+      py::arg("grad_norm_threshold"), py::arg("std_threshold"), py::arg("json"), py::arg("stdout"),
+      py::arg("stderr"), py::kw_only(), py::arg("stdout_is_tty") = false,
+      py::arg("no_color") = false, "`tracetorch diff BASELINE CURRENT`; returns the exit code.");
+  m.def(
+      "_watch",
+      [](const std::string& file, double interval_s, std::optional<view::LayerFilter> filter,
+         const py::object& out, const py::object& err, const py::object& sleep, bool stdout_is_tty,
+         bool no_color) {
+        return RunWithStreams(
+            out, err, sleep, stdout_is_tty, no_color,
+            [&](const view::Style& style, const view::CliEnvironment& env) {
+              return view::RunWatchFile(
+                  {.file = file, .filter = FilterOrAll(filter), .interval_s = interval_s}, style,
+                  env);
+            });
+      },
+      py::arg("file"), py::arg("interval_s"), py::arg("filter"), py::arg("stdout"),
+      py::arg("stderr"), py::arg("sleep"), py::kw_only(), py::arg("stdout_is_tty") = false,
+      py::arg("no_color") = false,
+      "`tracetorch watch FILE`, waiting with sleep(seconds) between polls until it raises "
+      "KeyboardInterrupt; returns the exit code.");
 }
 
 std::optional<std::string> NoneIfEmpty(const std::string& s) {
@@ -187,10 +261,7 @@ void BindFormatters(py::module_& m) {
 void BindCli(py::module_& m) {
   BindFilterOptions(m);
   BindFormatters(m);
-  m.attr("_NEEDS_DAEMON_CLIENT") = py::int_(static_cast<int>(cli::kNeedsDaemonClient));
-  m.def("_run_cli", &RunCli, py::arg("argv"), py::arg("stdout"), py::arg("stderr"),
-        py::arg("sleep"), py::kw_only(), py::arg("stdout_is_tty") = false,
-        py::arg("no_color") = false, "Runs `tracetorch ARGV...` in this process (bind_cli.h).");
+  BindFileCommands(m);
 }
 
 }  // namespace tracetorch::python

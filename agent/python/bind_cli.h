@@ -1,14 +1,20 @@
-// Python bindings of the `tracetorch` command line (cli/commands.h, library tracetorch_cli_core),
-// behind the package's `tracetorch.cli`:
-//   _run_cli(argv, stdout, stderr, sleep, stdout_is_tty=False, no_color=False) -> int
-//       runs the command with argv (without the program name) in this process, writing through
-//       the given Python text streams (their write/flush, so pytest's capsys and redirections see
-//       it) and waiting between `watch` polls with `sleep(seconds)`; KeyboardInterrupt raised by
-//       `sleep` ends the watch as Ctrl+C ends the program's. Returns the exit code, or
-//       _NEEDS_DAEMON_CLIENT for a subcommand that talks to tracetorchd (the extension has no
-//       daemon client; the caller runs the `tracetorch` program for it).
-//   FilterOptions   cli::LayerFilter under tracetorch-ml's names (name_pattern, module_type,
-//                   min_latency_ms, matches(layer)).
+// Python bindings behind the package's `tracetorch.cli`: the commands over trace files
+// (view/file_commands.h, library tracetorch_view), printing what the `tracetorch` program prints.
+// No argument parsing and no daemon client here: `tracetorch.cli.main()` runs the program itself
+// (cli/ is the program's; the extension never links it, tools/check_layers).
+//   _inspect(file, filter, json, stdout, stderr, *, stdout_is_tty=False, no_color=False) -> int
+//   _summary(file, stdout, stderr, *, ...) -> int
+//   _diff(baseline, current, latency_threshold, grad_norm_threshold, std_threshold, json,
+//         stdout, stderr, *, ...) -> int
+//   _watch(file, interval_s, filter, stdout, stderr, sleep, *, ...) -> int
+//       each runs the command in this process, writing through the given Python text streams
+//       (their write/flush, so pytest's capsys and redirections see it), in the style the
+//       program's --color=auto picks for that terminal, and returns the exit code
+//       (view/command_io.h). `_watch` waits between polls with `sleep(seconds)`;
+//       KeyboardInterrupt raised by `sleep` ends the watch as Ctrl+C ends the program's.
+//   FilterOptions   view::LayerFilter under tracetorch-ml's names (name_pattern, module_type,
+//                   min_latency_ms, matches(layer)); `filter` above takes one or None.
+//   format_params, format_ms, format_shape, format_bytes   the CLI's number formatting.
 //
 // REQUIRES: BindRecord ran first (LayerTrace); the GIL is held.
 #ifndef TRACETORCH_AGENT_PYTHON_BIND_CLI_H_

@@ -7,12 +7,12 @@ repository root two levels up, against the torch of the interpreter running this
 that interpreter for its torch (cmake/TracetorchTorch.cmake: torch.utils.cmake_prefix_path, the
 C++ ABI, CUDA) and never takes another libtorch found on the search path. --no-build-isolation
 is required: an isolated build would see a fresh torch from the index, not the one installed.
-Where gRPC, protobuf and CLI11 are installed, the `tracetorch` program (target tracetorch) is built
-too and installed inside the package as tracetorch/_bin/ for the subcommands that talk to
-tracetorchd; without them the build is agent-only (TRACETORCH_AGENT_ONLY: the extension alone, and
-tracetorch.cli only with CLI11). A torch built with CUDA gets the CUDA path (TRACETORCH_WITH_CUDA).
-The `tracetorch` console script (tracetorch.cli:main, as tracetorch-ml names it) runs the command
-line. Tests and benchmarks are not built.
+Where CLI11 is installed, the `tracetorch` program (target tracetorch) is built too and installed
+inside the package as tracetorch/_bin/: the `tracetorch` console script (tracetorch.cli:main, as
+tracetorch-ml names it) runs it. Without gRPC and protobuf the build is agent-only
+(TRACETORCH_AGENT_ONLY): the program then has no daemon subcommands. tracetorch.cli's functions
+(inspect_command, ...) run in-process in every build. A torch built with CUDA gets the CUDA path
+(TRACETORCH_WITH_CUDA). Tests and benchmarks are not built.
 
 The version carries the torch it was built for as its local label (0.1.0+torch2.11.0.cu130; a wheel's
 name says it) and the package requires that torch release (torch==2.11.0).
@@ -106,7 +106,8 @@ def _run(cmd: list, what: str) -> None:
 
 def _cache_bool(build_dir: Path, name: str) -> bool:
     cache = build_dir / "CMakeCache.txt"
-    match = re.search(rf"^{name}:BOOL=(\w+)$", cache.read_text(), re.M) if cache.is_file() else None
+    match = (re.search(rf"^{name}:(?:BOOL|INTERNAL)=(\w+)$", cache.read_text(), re.M)
+             if cache.is_file() else None)
     return bool(match) and match.group(1).upper() in ("ON", "TRUE", "1", "YES")
 
 
@@ -131,8 +132,8 @@ class CMakeBuild(build_ext):
             configure += ["-G", "Ninja"]
         configure += shlex.split(os.environ.get("TRACETORCH_CMAKE_ARGS", ""))
         _run(configure, "configuring tracetorch")
-        agent_only = _cache_bool(build_dir, "TRACETORCH_AGENT_ONLY")
-        targets = ["tracetorch_python_ext"] + ([] if agent_only else ["tracetorch"])
+        has_program = _cache_bool(build_dir, "TRACETORCH_HAS_PROGRAM")
+        targets = ["tracetorch_python_ext"] + (["tracetorch"] if has_program else [])
         jobs = os.environ.get("TRACETORCH_BUILD_JOBS", "2")
         _run(["cmake", "--build", str(build_dir), "--target", *targets, "-j", jobs],
              "building tracetorch")
@@ -142,9 +143,9 @@ class CMakeBuild(build_ext):
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built[0], target)
-        if agent_only:
-            return  # No daemon client: tracetorch.cli says so for the daemon subcommands.
-        # The daemon subcommands (sessions, snapshot, ...) run this program (tracetorch/cli.py).
+        if not has_program:
+            return  # No CLI11: tracetorch.cli.main() says that the program is missing.
+        # tracetorch.cli.main(), the console script, runs this program (tracetorch/cli.py).
         program = build_dir / "cli" / "tracetorch"
         if not program.is_file():
             raise RuntimeError(f"tracetorch: the build produced no tracetorch program in {build_dir}")

@@ -6,11 +6,14 @@ Checks that `import tracetorch` loads the extension from under EXPECTED_DIR (the
 site-packages, or a build's python/ folder: not another copy on the path), then traces three
 training steps of a small model and a fourth with a NaN made by one layer, and checks what the
 record says: every layer's forward and backward counts, statistics, and the NaN origin (that layer,
-that step); then takes one forward apart with `tl.trace` (the ops, their modules and data flow) and
-draws it as svg (Graphviz, bundled in the wheel). Prints one line and exits 0, or raises. It is
-also the newest torch's smoke test (tools/check_torch_newest).
+that step); then shows the exported trace with tracetorch.cli.summary_command (the views run in
+every build, agent-only ones included); then takes one forward apart with `tl.trace` (the ops,
+their modules and data flow) and draws it as svg (Graphviz, bundled in the wheel). Prints one line
+and exits 0, or raises. It is also the newest torch's smoke test (tools/check_torch_newest).
 """
 
+import contextlib
+import io
 import json
 import os
 import sys
@@ -48,9 +51,16 @@ def main() -> None:
             optimizer.zero_grad()
             model(torch.randn(32, 8)).sum().backward()
             optimizer.step()
+    from tracetorch.cli import summary_command
+
+    shown = io.StringIO()
     with tempfile.TemporaryDirectory() as tmp:
         with open(session.export(os.path.join(tmp, "trace.json"))) as f:
             doc = json.load(f)
+        with contextlib.redirect_stdout(shown):
+            summary_command(os.path.join(tmp, "trace.json"))
+    if "Sequential" not in shown.getvalue():
+        raise SystemExit(f"install_smoke: summary_command printed {shown.getvalue()!r}")
     by_name = {layer["full_name"]: layer for layer in doc["layers"]}
     for name in ("0", "1", "2", "3"):
         layer = by_name[name]

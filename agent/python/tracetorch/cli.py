@@ -5,19 +5,22 @@
 
     python -m tracetorch inspect trace.json --type Linear     # or the `tracetorch` console script
 
-Every function runs the command line of the ``tracetorch`` program itself (its C++ code, linked
-into ``tracetorch._C``) in this process, printing through ``sys.stdout`` / ``sys.stderr``: the same
-text, the same JSON, the same exit codes (0 ok; 1 ``diff`` found a regression; 2 a usage error or
-an unreadable file, with one line on stderr). A command that does not succeed raises
-``SystemExit`` with its exit code; ``watch_command`` waits with ``time.sleep`` and stops, exit
-code 0, on ``KeyboardInterrupt`` (Ctrl+C).
+``inspect_command``, ``summary_command``, ``diff_command`` and ``watch_command`` run the commands
+of the ``tracetorch`` program over trace files (their C++ code, linked into ``tracetorch._C``) in
+this process, printing through ``sys.stdout`` / ``sys.stderr``: the same text, the same JSON, the
+same exit codes (0 ok; 1 ``diff`` found a regression; 2 an invalid argument or an unreadable
+file, with one line on stderr). A command that does not succeed raises ``SystemExit`` with its exit
+code; ``watch_command`` waits with ``time.sleep`` and stops, exit code 0, on ``KeyboardInterrupt``
+(Ctrl+C).
 
-The subcommands that talk to tracetorchd (``sessions``, ``snapshot``, ``baseline``, ``diff --remote``,
-``watch --remote``, ``report --remote``, ``export --remote``) need the daemon client, which the
-extension leaves out (no gRPC in a training process): ``main()`` runs the ``tracetorch`` program for
-them, the first of: ``$TRACETORCH_BIN``; the one installed with this package (``tracetorch/_bin/``,
-also in a CMake build tree's ``build/python``); a native ``tracetorch`` program on ``PATH`` (not the
-console script that runs this module).
+``main()`` (the console script and ``python -m tracetorch``) is the program itself: it replaces
+this process with the ``tracetorch`` program and its command line, every subcommand included (the
+daemon ones, ``sessions``, ``snapshot``, ``baseline``, ``diff --remote``, ``watch --remote``,
+``report``, ``export``, ``forensics``, among them), the first of: ``$TRACETORCH_BIN``; the one
+installed with this package (``tracetorch/_bin/``, also in a CMake build tree's ``build/python``);
+a native ``tracetorch`` program on ``PATH`` (not the console script that runs this module). The
+training process never carries the command line (argument parsing, the daemon client): only the
+views it prints with.
 """
 
 from __future__ import annotations
@@ -30,14 +33,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from tracetorch import _C
-
-if not hasattr(_C, "_run_cli"):
-    raise ImportError(
-        "tracetorch.cli: this tracetorch was built without the command line (an agent-only build "
-        "without CLI11); tracing (import tracetorch) works without it. Install CLI11 (Debian/"
-        "Ubuntu: libcli11-dev) and reinstall tracetorch for tracetorch.cli and python -m tracetorch.")
-
-from tracetorch._C import FilterOptions  # noqa: E402 (after the check above)
+from tracetorch._C import FilterOptions
 
 __all__ = [
     "FilterOptions",
@@ -55,58 +51,39 @@ def _sleep(seconds: float) -> None:
     time.sleep(seconds)  # Looked up at each call: tests patch tracetorch.cli.time.sleep.
 
 
-def _run(argv: Sequence[str]) -> int:
-    """Runs ``tracetorch ARGV...`` in this process and returns the exit code (or the
-    daemon-client marker)."""
-    no_color = bool(os.environ.get("NO_COLOR"))
+def _terminal() -> dict:
+    """What the program would learn of its terminal: is stdout one, is NO_COLOR set."""
     try:
         tty = sys.stdout.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return _C._run_cli([os.fspath(a) for a in argv], sys.stdout, sys.stderr, _sleep,
-                       stdout_is_tty=tty, no_color=no_color)
+    return {"stdout_is_tty": tty, "no_color": bool(os.environ.get("NO_COLOR"))}
 
 
-def _command(argv: Sequence[str]) -> None:
-    code = _run(argv)
-    if code == _C._NEEDS_DAEMON_CLIENT:
-        code = _exec_program(argv)
+def _exit_unless_ok(code: int) -> None:
     if code != 0:
         raise SystemExit(code)
-
-
-def _filter_args(opts: Optional[FilterOptions]) -> list:
-    if opts is None:
-        return []
-    args = []
-    if opts.name_pattern is not None:
-        args += ["--filter", opts.name_pattern]
-    if opts.module_type is not None:
-        args += ["--type", opts.module_type]
-    if opts.min_latency_ms is not None:
-        args += ["--min-latency", repr(float(opts.min_latency_ms))]
-    return args
 
 
 def inspect_command(trace_path: str, *, filter_opts: Optional[FilterOptions] = None,
                     json_output: bool = False) -> None:
     """``tracetorch inspect``: the summary panel, the layer tree and the anomalies (or, with
     ``json_output``, the filtered record as JSON)."""
-    _command(["inspect", trace_path, *_filter_args(filter_opts)]
-             + (["--json"] if json_output else []))
+    _exit_unless_ok(_C._inspect(os.fspath(trace_path), filter_opts, bool(json_output),
+                                sys.stdout, sys.stderr, **_terminal()))
 
 
 def summary_command(trace_path: str) -> None:
     """``tracetorch summary``: the summary panel and the anomaly counts."""
-    _command(["summary", trace_path])
+    _exit_unless_ok(_C._summary(os.fspath(trace_path), sys.stdout, sys.stderr, **_terminal()))
 
 
 def watch_command(trace_path: str, *, interval: float = 0.5,
                   filter_opts: Optional[FilterOptions] = None) -> None:
     """``tracetorch watch``: re-renders the file's view whenever it changes, every ``interval``
     seconds, until Ctrl+C ("Stopped watching.")."""
-    _command(["watch", trace_path, "--interval", repr(float(interval)),
-              *_filter_args(filter_opts)])
+    _exit_unless_ok(_C._watch(os.fspath(trace_path), float(interval), filter_opts, sys.stdout,
+                              sys.stderr, _sleep, **_terminal()))
 
 
 def diff_command(baseline_path: str, current_path: str, *, latency_threshold: float = 0.1,
@@ -114,11 +91,10 @@ def diff_command(baseline_path: str, current_path: str, *, latency_threshold: fl
                  json_output: bool = False) -> None:
     """``tracetorch diff``: the table (or JSON) of changes; ``SystemExit(1)`` when a warning or
     critical entry was found."""
-    _command(["diff", baseline_path, current_path,
-              "--latency-threshold", repr(float(latency_threshold)),
-              "--grad-norm-threshold", repr(float(grad_norm_threshold)),
-              "--std-threshold", repr(float(std_threshold))]
-             + (["--json"] if json_output else []))
+    _exit_unless_ok(_C._diff(os.fspath(baseline_path), os.fspath(current_path),
+                             float(latency_threshold), float(grad_norm_threshold),
+                             float(std_threshold), bool(json_output), sys.stdout, sys.stderr,
+                             **_terminal()))
 
 
 def _is_native_program(path: str) -> bool:
@@ -132,9 +108,9 @@ def _is_native_program(path: str) -> bool:
 
 
 def _program() -> Optional[str]:
-    """The ``tracetorch`` program to run the daemon subcommands with, or None: $TRACETORCH_BIN,
-    else the one beside this package (``_bin/``: installed, or linked there by a CMake build),
-    else a native ``tracetorch`` on PATH."""
+    """The ``tracetorch`` program, or None: $TRACETORCH_BIN, else the one beside this package
+    (``_bin/``: installed, or linked there by a CMake build), else a native ``tracetorch`` on
+    PATH."""
     configured = os.environ.get(_BIN_ENV)
     if configured:
         return configured
@@ -147,25 +123,23 @@ def _program() -> Optional[str]:
     return None
 
 
-def _exec_program(argv: Sequence[str]) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """The ``tracetorch`` console script and ``python -m tracetorch``: replaces this process with
+    the ``tracetorch`` program run with ``argv`` (default ``sys.argv[1:]``), so that it prints,
+    waits and exits as the program does. Without the program, one line on stderr and exit code 2.
+    """
+    args = [os.fspath(a) for a in (sys.argv[1:] if argv is None else argv)]
     program = _program()
     if program is None:
         sys.stderr.write(
-            f"tracetorch: '{argv[0] if argv else ''}' talks to tracetorchd and needs the tracetorch "
-            f"program: none beside this package ({Path(__file__).resolve().parent / '_bin'}) nor "
-            f"on PATH; build it with CMake (build/cli/tracetorch), put it on PATH, or set "
-            f"{_BIN_ENV} to its path\n")
-        return 2
+            f"tracetorch: the command line needs the tracetorch program: none beside this "
+            f"package ({Path(__file__).resolve().parent / '_bin'}) nor on PATH; build it with "
+            f"CMake (build/cli/tracetorch), put it on PATH, or set {_BIN_ENV} to its path (in "
+            f"Python, tracetorch.cli.inspect_command and its siblings run without it)\n")
+        raise SystemExit(2)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(program, [program, *[os.fspath(a) for a in argv]])
-    return 2  # Not reached.
-
-
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The ``tracetorch`` console script and ``python -m tracetorch``: the command with ``argv``
-    (default ``sys.argv[1:]``); exits with its exit code."""
-    _command(list(sys.argv[1:] if argv is None else argv))
+    os.execv(program, [program, *args])
 
 
 if __name__ == "__main__":
