@@ -55,7 +55,7 @@ def _train(env, steps=3):
 
 def test_the_readmes_daemon_commands_work_as_printed(folder):
     require_live_setup()
-    # README.md, docs/daemon.md: export TRACETORCH_DAEMON=/tmp/tt/tracetorchd.sock; tracetorchd --data-dir ... &;
+    # README.md, docs/daemon.md: export TRACETORCH_DAEMON=$tt/tracetorchd.sock; tracetorchd --data-dir ... &;
     # python train.py; tracetorch sessions; tracetorch snapshot latest -o run.json; inspect.
     env = _env(TRACETORCH_DAEMON=os.path.join(folder, "tracetorchd.sock"))
     daemon = _Daemon(folder, ["--data-dir", os.path.join(folder, "data")], env)
