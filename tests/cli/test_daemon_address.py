@@ -1,4 +1,4 @@
-"""One address per daemon: the README's daemon commands work as printed (TRACETORCH_DAEMON names
+"""One address per daemon: the daemon commands of README.md and docs/daemon.md work as printed (TRACETORCH_DAEMON names
 the daemon for tracetorchd, the agent and the tools), any name of the agents' socket works with
 --remote (the daemon hands a gRPC client's connection to its service), and a tool that finds no
 daemon says where it looked and how to point it at one."""
@@ -55,7 +55,7 @@ def _train(env, steps=3):
 
 def test_the_readmes_daemon_commands_work_as_printed(folder):
     require_live_setup()
-    # README: export TRACETORCH_DAEMON=/tmp/tt/tracetorchd.sock; tracetorchd --data-dir ... &;
+    # README.md, docs/daemon.md: export TRACETORCH_DAEMON=$tt/tracetorchd.sock; tracetorchd --data-dir ... &;
     # python train.py; tracetorch sessions; tracetorch snapshot latest -o run.json; inspect.
     env = _env(TRACETORCH_DAEMON=os.path.join(folder, "tracetorchd.sock"))
     daemon = _Daemon(folder, ["--data-dir", os.path.join(folder, "data")], env)

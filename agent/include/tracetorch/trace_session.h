@@ -10,7 +10,7 @@
 //    (and to that module's ancestors). A module call spans from its first to its last such
 //    operator; consecutive runs merge. Parameter-free modules (ReLU, Dropout, pooling, a residual
 //    add in a block's forward) get no call of their own unless their forward() holds a
-//    ModuleScope, which gives exact boundaries. See README "libtorch front door" for the rules.
+//    ModuleScope, which gives exact boundaries. See docs/cpp.md for the rules.
 // The record, JSON, anomalies and NaN origin are the ones the Python front door produces: both
 // drive the same engine.
 //

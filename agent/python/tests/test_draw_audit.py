@@ -58,7 +58,7 @@ MAGIC = {"svg": b"<?xml", "png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-", "dot": b
 
 
 def test_draw_takes_the_format_from_the_extension(resnet_trace, tmp_path):
-    # README: trace.draw("resnet.png", collapse="none", direction="LR") is a PNG file.
+    # docs/ops.md: trace.draw("resnet.png", collapse="none", direction="LR") is a PNG file.
     builtin = os.environ.get("TRACETORCH_GRAPHVIZ_PLUGINS") == "builtin"
     for fmt, magic in MAGIC.items():
         path = tmp_path / f"resnet.{fmt}"
