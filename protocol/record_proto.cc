@@ -1,9 +1,14 @@
 #include "protocol/record_proto.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 
 namespace tracetorch {
 namespace {
@@ -275,7 +280,7 @@ void ToProto(const TraceRecord& record, v1::TraceRecord* out) {
   ToProto(record.metadata, out->mutable_metadata());
   for (const LayerTrace& l : record.layers) ToProto(l, out->add_layers());
   for (const Anomaly& a : record.warnings) ToProto(a, out->add_warnings());
-  out->set_op_graph_json(record.op_graph_json);
+  if (record.op_graph != nullptr) out->set_op_graph_json(OpGraphToJson(*record.op_graph, 0));
 }
 
 TraceRecord FromProto(const v1::TraceRecord& record) {
@@ -284,7 +289,11 @@ TraceRecord FromProto(const v1::TraceRecord& record) {
   out.layers.reserve(static_cast<size_t>(record.layers_size()));
   for (const v1::LayerTrace& l : record.layers()) out.layers.push_back(FromProto(l));
   for (const v1::Anomaly& a : record.warnings()) out.warnings.push_back(FromProto(a));
-  out.op_graph_json = record.op_graph_json();
+  if (!record.op_graph_json().empty()) {
+    if (absl::StatusOr<OpGraph> g = ParseOpGraphJson(record.op_graph_json()); g.ok()) {
+      out.op_graph = std::make_shared<const OpGraph>(*std::move(g));
+    }
+  }
   return out;
 }
 

@@ -1,6 +1,8 @@
 // Conversions between the core's TraceRecord (trace/record.h) and its wire form,
 // tracetorch.v1.TraceRecord (proto/tracetorch/v1/trace.proto). Field for field; `optional` proto
 // fields carry std::optional values, so a round trip is lossless (FromProto(ToProto(r)) == r).
+// The op graph travels as its JSON document (op_graph_json, trace/op_graph_json.h, minified);
+// FromProto drops one that does not read as an op graph (op_graph stays null).
 //
 // Thread-compatible: pure functions.
 #ifndef TRACETORCH_PROTOCOL_RECORD_PROTO_H_

@@ -1,9 +1,12 @@
 #include "protocol/record_proto.h"
 
 #include <cmath>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "gtest/gtest.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 
 namespace tracetorch {
 namespace {
@@ -82,6 +85,44 @@ TEST(RecordProto, SurvivesSerialization) {
   v1::TraceRecord parsed;
   ASSERT_TRUE(parsed.ParseFromString(p.SerializeAsString()));
   EXPECT_EQ(FromProto(parsed), r);
+}
+
+TEST(RecordProto, CarriesTheOpGraphAsItsDocument) {
+  OpGraph g;
+  g.model_name = "Net";
+  g.source = "eager";
+  g.step = 3;
+  ModulePass root;
+  root.type = "Net";
+  g.modules = {root};
+  OpNode op;
+  op.label = "log_1_1";
+  op.func_name = "log";
+  op.op_name = "aten::log";
+  op.call_index = 1;
+  op.index = 1;
+  op.module_pass = 0;
+  op.outputs.push_back({{2}, "torch.float32", "cpu", std::nullopt});
+  g.ops = {op};
+  g.nan_origin = 0;
+  TraceRecord r = Sample();
+  r.op_graph = std::make_shared<const OpGraph>(g);
+  v1::TraceRecord p;
+  ToProto(r, &p);
+  EXPECT_EQ(p.op_graph_json(), OpGraphToJson(g, 0));  // The wire form: the minified document.
+  const TraceRecord back = FromProto(p);
+  ASSERT_NE(back.op_graph, nullptr);
+  EXPECT_EQ(*back.op_graph, g);
+  EXPECT_EQ(back, r);
+
+  // None: no bytes; bytes that are not an op graph: dropped.
+  r.op_graph.reset();
+  v1::TraceRecord none;
+  ToProto(r, &none);
+  EXPECT_TRUE(none.op_graph_json().empty());
+  none.set_op_graph_json("{not json");
+  EXPECT_EQ(FromProto(none).op_graph, nullptr);
+  EXPECT_EQ(FromProto(none), r);
 }
 
 TEST(RecordProto, DiffRoundTripIsLossless) {

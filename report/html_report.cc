@@ -14,7 +14,7 @@
 #include "report/html_text.h"
 #include "trace/atomic_file.h"
 #include "trace/json_writer.h"
-#include "trace/op_graph_json.h"
+#include "trace/op_graph.h"
 
 namespace tracetorch::report {
 namespace {
@@ -177,12 +177,8 @@ void WriteCommon(JsonWriter& w, std::string_view kind, std::string_view title,
 
 // The op graph's SVG (or why there is none) for the trace's "op_graph" member.
 void WriteOpGraph(JsonWriter& w, const TraceRecord& record) {
-  if (record.op_graph_json.empty()) return;
-  absl::StatusOr<OpGraph> graph = ParseOpGraphJson(record.op_graph_json);
-  if (!graph.ok()) {
-    Field(w, "op_graph_error", std::string(graph.status().message()));
-    return;
-  }
+  if (record.op_graph == nullptr) return;
+  const OpGraph* graph = record.op_graph.get();
   if (graph->nan_origin.has_value() && *graph->nan_origin >= 0 &&
       static_cast<size_t>(*graph->nan_origin) < graph->ops.size()) {
     Field(w, "op_graph_origin_op", graph->ops[static_cast<size_t>(*graph->nan_origin)].label);

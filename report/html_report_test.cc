@@ -1,6 +1,7 @@
 #include "report/html_report.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,8 @@
 #include "simdjson.h"
 #include "trace/atomic_file.h"
 #include "trace/diff.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 
 namespace tracetorch::report {
 namespace {
@@ -127,7 +130,9 @@ TEST(TraceReport, DrawsTheOpGraphOrSaysWhyNot) {
   absl::StatusOr<std::string> graph =
       ReadFileToString(std::string(TRACETORCH_FIXTURES_DIR) + "/ops/resnet18.json");
   ASSERT_TRUE(graph.ok()) << graph.status();
-  r.op_graph_json = *graph;
+  absl::StatusOr<OpGraph> parsed = ParseOpGraphJson(*graph);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  r.op_graph = std::make_shared<const OpGraph>(*std::move(parsed));
   std::string page = RenderTraceReport({.record = &r, .history = nullptr, .source = ""});
   simdjson::dom::parser parser;
   std::string_view svg;
@@ -135,12 +140,14 @@ TEST(TraceReport, DrawsTheOpGraphOrSaysWhyNot) {
   EXPECT_THAT(std::string(svg), HasSubstr("<svg"));
   EXPECT_EQ(Count(page, "</script"), 3u);  // The SVG's text is escaped like the rest.
 
-  r.op_graph_json = "{\"format\": 1}";
+  // Without a graph: neither a picture nor an error. (A graph that does not read never reaches a
+  // record: the readers refuse or drop it.)
+  r.op_graph.reset();
   page = RenderTraceReport({.record = &r, .history = nullptr, .source = ""});
   simdjson::dom::parser parser2;
-  std::string_view error;
-  ASSERT_EQ(Data(page, parser2)["trace"]["op_graph_error"].get(error), simdjson::SUCCESS);
-  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(Data(page, parser2)["trace"]["op_graph_svg"].error(), simdjson::NO_SUCH_FIELD);
+  simdjson::dom::parser parser3;
+  EXPECT_EQ(Data(page, parser3)["trace"]["op_graph_error"].error(), simdjson::NO_SUCH_FIELD);
 }
 
 TEST(DiffReport, VerdictSidesAndTheUnionOfLayers) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,7 +55,7 @@ class Reader : public ElementReader {
       } else if (field.key == "warnings") {
         if (auto s = ReadWarnings(field.value, sub, &out->warnings); !s.ok()) return s;
       } else if (field.key == "op_graph") {
-        if (auto s = ReadOpGraph(field.value, sub, &out->op_graph_json); !s.ok()) return s;
+        if (auto s = ReadOpGraph(field.value, sub, &out->op_graph); !s.ok()) return s;
       }
     }
     if (!have_layers) return ShapeError(Path{&path, "layers"}, "missing");
@@ -177,19 +178,17 @@ class Reader : public ElementReader {
     return absl::OkStatus();
   }
 
-  // The record's "op_graph" member (null: none), kept as minified text once it reads as an op
-  // graph document.
-  absl::Status ReadOpGraph(element e, const Path& path, std::string* out) const {
-    out->clear();
+  // The record's "op_graph" member (null: none): an op graph document (trace/op_graph_json.h).
+  absl::Status ReadOpGraph(element e, const Path& path, std::shared_ptr<const OpGraph>* out) const {
+    out->reset();
     if (e.is_null()) return absl::OkStatus();
     std::string text;
     JsonWriter w(0, &text);
     WriteElement(e, w);
     w.Finish();
-    if (absl::StatusOr<OpGraph> graph = ParseOpGraphJson(text); !graph.ok()) {
-      return ShapeError(path, std::string(graph.status().message()));
-    }
-    *out = std::move(text);
+    absl::StatusOr<OpGraph> graph = ParseOpGraphJson(text);
+    if (!graph.ok()) return ShapeError(path, std::string(graph.status().message()));
+    *out = std::make_shared<const OpGraph>(*std::move(graph));
     return absl::OkStatus();
   }
 

@@ -10,6 +10,7 @@
 #include "trace/diff.h"
 #include "trace/json_fields.h"
 #include "trace/json_writer.h"
+#include "trace/op_graph_json.h"
 #include "trace/record.h"
 
 namespace tracetorch {
@@ -275,9 +276,9 @@ void WriteRecord(const TraceRecord& record, JsonWriter& w) {
   w.BeginArray();
   for (const Anomaly& a : record.warnings) WriteAnomaly(a, w);
   w.EndArray();
-  if (!record.op_graph_json.empty()) {
+  if (record.op_graph != nullptr) {
     w.PlainKey("op_graph");
-    w.RawValue(record.op_graph_json);
+    w.RawValue(OpGraphToJson(*record.op_graph, 0));  // Minified whatever the record's indent.
   }
   w.EndObject();
 }

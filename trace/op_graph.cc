@@ -13,6 +13,15 @@ constexpr std::string_view kRootAddress = "<root>";
 
 }  // namespace
 
+bool operator==(const OpSource&, const OpSource&) = default;
+bool operator==(const OpInput&, const OpInput&) = default;
+bool operator==(const OpArg&, const OpArg&) = default;
+bool operator==(const OpNode&, const OpNode&) = default;
+bool operator==(const ModulePass&, const ModulePass&) = default;
+bool operator==(const OpGraphInput&, const OpGraphInput&) = default;
+bool operator==(const OpGraphParam&, const OpGraphParam&) = default;
+bool operator==(const OpGraph&, const OpGraph&) = default;
+
 std::string OpLabel(std::string_view func_name, int32_t call_index, int32_t index) {
   std::string_view base = func_name;
   // The in-place form "relu_" labels as "relu"; dunder names ("__and__") keep their underscores.

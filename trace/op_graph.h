@@ -16,7 +16,8 @@
 // func_name is dropped from the label ("relu_" -> "relu_2_5"; dunders such as "__and__" keep
 // theirs). The same model and input shapes give the same labels on every run.
 //
-// Plain structs with value semantics; not synchronised. C++17 (installed header).
+// Plain structs with value semantics; not synchronised. == compares member by member, as in
+// trace/record.h. C++17 (installed header).
 #ifndef TRACETORCH_TRACE_OP_GRAPH_H_
 #define TRACETORCH_TRACE_OP_GRAPH_H_
 
@@ -41,6 +42,9 @@ struct OpSource {
   Kind kind = Kind::kOther;
   int32_t index = -1;
   int32_t output = 0;
+
+  friend bool operator==(const OpSource&, const OpSource&);
+  friend bool operator!=(const OpSource& a, const OpSource& b) { return !(a == b); }
 };
 
 // A tensor an op consumed: what it was and where it came from.
@@ -48,12 +52,18 @@ struct OpInput {
   TensorInfo tensor;  // No stats (the producer's output carries them).
   OpSource source;
   std::string arg;  // The schema's argument name ("input", "weight", "other"); may be empty.
+
+  friend bool operator==(const OpInput&, const OpInput&);
+  friend bool operator!=(const OpInput& a, const OpInput& b) { return !(a == b); }
 };
 
 // A non-tensor argument, as JSON text: 1, 0.5, true, null, "reflect", [2, 2].
 struct OpArg {
   std::string name;  // The schema's argument name ("stride"); "arg<k>" when unknown.
   std::string value;
+
+  friend bool operator==(const OpArg&, const OpArg&);
+  friend bool operator!=(const OpArg& a, const OpArg& b) { return !(a == b); }
 };
 
 struct OpNode {
@@ -78,6 +88,9 @@ struct OpNode {
   bool tensor_output = true;      // false: it returned no tensor (item(), _local_scalar_dense).
   std::optional<double> time_ms;  // Host wall time from its start to its end.
   bool saved = false;             // Its output activation was kept (OpTrace holds the tensors).
+
+  friend bool operator==(const OpNode&, const OpNode&);
+  friend bool operator!=(const OpNode& a, const OpNode& b) { return !(a == b); }
 };
 
 struct ModulePass {
@@ -90,6 +103,9 @@ struct ModulePass {
   int32_t first_op = -1;          // Ops it ran, directly or nested: [first_op, last_op]
   int32_t last_op = -1;           // (indexes into OpGraph::ops; -1 when it ran none).
   int64_t params = 0;             // Elements of its own (direct) parameters.
+
+  friend bool operator==(const ModulePass&, const ModulePass&);
+  friend bool operator!=(const ModulePass& a, const ModulePass& b) { return !(a == b); }
 };
 
 // A graph input: a tensor handed to the model's forward (flattened from tuples, lists, dicts and
@@ -97,6 +113,9 @@ struct ModulePass {
 struct OpGraphInput {
   std::string name;  // "input", "input.1", "x" (a keyword argument's name).
   TensorInfo tensor;
+
+  friend bool operator==(const OpGraphInput&, const OpGraphInput&);
+  friend bool operator!=(const OpGraphInput& a, const OpGraphInput& b) { return !(a == b); }
 };
 
 // A parameter or buffer some op read.
@@ -104,6 +123,9 @@ struct OpGraphParam {
   std::string name;  // "layer1.0.conv1.weight".
   TensorInfo tensor;
   bool buffer = false;
+
+  friend bool operator==(const OpGraphParam&, const OpGraphParam&);
+  friend bool operator!=(const OpGraphParam& a, const OpGraphParam& b) { return !(a == b); }
 };
 
 struct OpGraph {
@@ -132,6 +154,9 @@ struct OpGraph {
   int32_t PassCount(std::string_view path) const;
   // True when `pass` is `ancestor` or nested in it.
   bool Within(int32_t pass, int32_t ancestor) const;
+
+  friend bool operator==(const OpGraph&, const OpGraph&);
+  friend bool operator!=(const OpGraph& a, const OpGraph& b) { return !(a == b); }
 };
 
 // The label of the `index`-th op (1-based) that is the `call_index`-th call of `func_name`.

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "trace/op_graph.h"
+
 namespace tracetorch {
 namespace {
 
@@ -39,7 +41,14 @@ bool operator==(const LayerTrace&, const LayerTrace&) = default;
 bool operator==(const Anomaly&, const Anomaly&) = default;
 bool operator==(const NanOrigin&, const NanOrigin&) = default;
 bool operator==(const TraceMetadata&, const TraceMetadata&) = default;
-bool operator==(const TraceRecord&, const TraceRecord&) = default;
+bool operator==(const TraceRecord& a, const TraceRecord& b) {
+  // By value, as the defaulted ones (a graph holding a NaN statistic never compares equal).
+  // Keep in step with the members of TraceRecord.
+  const bool same_graph = a.op_graph != nullptr && b.op_graph != nullptr
+                              ? *a.op_graph == *b.op_graph
+                              : a.op_graph == b.op_graph;
+  return a.metadata == b.metadata && a.layers == b.layers && a.warnings == b.warnings && same_graph;
+}
 
 void TraceMetadata::SetExtra(std::string_view key, std::string json_value) {
   for (auto& [k, v] : extra) {

@@ -15,6 +15,7 @@
 #define TRACETORCH_TRACE_RECORD_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,8 @@
 #include <vector>
 
 namespace tracetorch {
+
+struct OpGraph;  // trace/op_graph.h (which includes this header for TensorInfo).
 
 // Statistics of one tensor. mean/std/min/max are computed over finite elements only (population
 // std); they are nullopt for non-float and empty tensors. nan_count/inf_count cover every element.
@@ -239,10 +242,12 @@ struct TraceRecord {
   std::vector<LayerTrace> layers;
   std::vector<Anomaly> warnings;
   // The op graph of the step where the first non-finite value appeared, kept by a session that
-  // recorded ops (TraceSession(ops="on_nan")): the document trace/op_graph_json.h writes, minified
-  // (read it with ParseOpGraphJson). Empty when none was kept. JSON: the record's "op_graph"
-  // member (after "warnings"; absent when empty), whose value is that document.
-  std::string op_graph_json = "";
+  // recorded ops (TraceSession(ops="on_nan")); null when none was kept. Include trace/op_graph.h
+  // to read it. Shared and immutable: copying a record (the daemon copies one per snapshot) does
+  // not copy the graph; to change it, build a new OpGraph and point here. == compares the graphs,
+  // not the pointers. JSON: the record's "op_graph" member (after "warnings"; absent when null),
+  // whose value is the trace/op_graph_json.h document, minified; the wire carries that same text.
+  std::shared_ptr<const OpGraph> op_graph;
 
   // Returns the layer with this full_name, or nullptr. Linear scan: for lookups in loops, build an
   // index (see diff.cc).

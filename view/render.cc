@@ -14,7 +14,6 @@
 #include "trace/format.h"
 #include "trace/forward_passes.h"
 #include "trace/op_graph.h"
-#include "trace/op_graph_json.h"
 #include "view/labels.h"
 #include "view/tree.h"
 
@@ -204,12 +203,8 @@ std::string StatsCell(const OpNode& op) {
 }  // namespace
 
 std::string RenderNanOriginOp(const TraceRecord& record, const Style& style) {
-  if (record.op_graph_json.empty()) return "";
-  absl::StatusOr<OpGraph> graph = ParseOpGraphJson(record.op_graph_json);
-  if (!graph.ok()) {
-    return absl::StrCat("NaN origin op: the kept op graph does not read (",
-                        Sanitize(std::string(graph.status().message())), ")\n");
-  }
+  if (record.op_graph == nullptr) return "";
+  const OpGraph* graph = record.op_graph.get();
   const std::string step = graph->step ? absl::StrCat(" at step ", *graph->step) : "";
   if (!graph->nan_origin) {
     const bool backward =

@@ -45,7 +45,7 @@ std::string RenderLayerTree(const TraceRecord& record, const Style& style);
 std::string RenderAnomalies(const std::vector<Anomaly>& anomalies, const Style& style);
 
 // The op where the NaN entered and its parents (Op, Function, Module, Output shape, Output stats),
-// from the op graph a TraceSession(ops="on_nan") kept (record.op_graph_json); "" when the record
+// from the op graph a TraceSession(ops="on_nan") kept (record.op_graph); "" when the record
 // has none.
 std::string RenderNanOriginOp(const TraceRecord& record, const Style& style);
 

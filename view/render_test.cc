@@ -1,5 +1,6 @@
 #include "view/render.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,7 +9,6 @@
 #include "gtest/gtest.h"
 #include "trace/diff.h"
 #include "trace/op_graph.h"
-#include "trace/op_graph_json.h"
 #include "trace/record.h"
 
 namespace tracetorch::view {
@@ -267,7 +267,7 @@ TEST(RenderInspect, ShowsTheNanOriginOpAndItsParents) {
   record.metadata.nan_origin->op = "log_1_2";
   record.metadata.nan_origin->op_func = "log";
   record.metadata.nan_origin->op_module = "blocks.0";
-  record.op_graph_json = OpGraphToJson(g, 0);
+  record.op_graph = std::make_shared<const OpGraph>(g);
   const std::string text = RenderInspect(record, LayerFilter{}, Style::Plain());
   EXPECT_THAT(text, HasSubstr("|  NaN origin op     log_1_2 (log) in blocks.0"));
   EXPECT_THAT(text, HasSubstr("NaN origin op at step 3: log_1_2 and its parents (2 ops kept)"));
@@ -275,7 +275,7 @@ TEST(RenderInspect, ShowsTheNanOriginOpAndItsParents) {
   EXPECT_THAT(text, HasSubstr("nan 5, inf 0"));
   EXPECT_THAT(text, HasSubstr("| add_1_1          | add      | blocks.0 | [2, 4]"));
   // Without a graph: nothing more than before.
-  record.op_graph_json.clear();
+  record.op_graph.reset();
   EXPECT_EQ(RenderNanOriginOp(record, Style::Plain()), "");
 }
 

@@ -462,7 +462,8 @@ void CaptureEngine::OpsSync() {
   if (!report) return;  // No graph kept just now.
   // Trouble the layers did not see (absorbed inside a module) gets the session its origin.
   if (*report) tracer_->AdoptNanOrigin(**report);
-  auto kept = std::make_shared<KeptOps>(KeptOps{watch_->kept_json(), watch_->kept_origin()});
+  auto kept = std::make_shared<KeptOps>(
+      KeptOps{watch_->kept_graph(), watch_->kept_json(), watch_->kept_origin()});
   {
     absl::MutexLock lock(&ops_mu_);
     kept_ = kept;

@@ -86,9 +86,10 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   // Uninstall() drops the sink. REQUIRES: not installed.
   void EnableOps(std::string model_name, std::shared_ptr<agent::DaemonSink> sink);
   bool ops_enabled() const { return watch_ != nullptr; }
-  // The graph kept in the current or last block (null while none): the op_graph_json document
-  // and its origin op.
+  // The graph kept in the current or last block (null while none): the graph, its op_graph_json
+  // document (what the sink was sent) and its origin op.
   struct KeptOps {
+    std::shared_ptr<const OpGraph> graph;
     std::string json;
     ops::KeptOrigin origin;
   };

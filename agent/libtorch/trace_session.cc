@@ -77,7 +77,7 @@ struct TraceSession::Impl {
     std::shared_ptr<const CaptureEngine::KeptOps> kept = engine->kept_ops();
     if (kept == nullptr) return;
     if (record->metadata.nan_origin) kept->origin.Annotate(&*record->metadata.nan_origin);
-    record->op_graph_json = kept->json;
+    record->op_graph = kept->graph;
   }
 };
 

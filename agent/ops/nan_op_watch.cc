@@ -134,7 +134,7 @@ void NanOpWatch::Finish(const std::vector<at::Tensor>* outputs) {
 }
 
 void NanOpWatch::Keep(OpGraph graph, bool backward) {
-  kept_ = std::move(graph);
+  kept_ = std::make_shared<const OpGraph>(std::move(graph));
   kept_backward_ = backward;
   kept_json_ = OpGraphToJson(*kept_, 0);
   previous_.reset();

@@ -132,7 +132,10 @@ class NanOpWatch {
   void Reset();
 
   // The kept graph (step set), or nullptr while none.
-  const OpGraph* kept() const { return kept_ ? &*kept_ : nullptr; }
+  const OpGraph* kept() const { return kept_.get(); }
+  // The same, shared: what a record holds (TraceRecord::op_graph); immutable, so it outlives a
+  // Reset().
+  std::shared_ptr<const OpGraph> kept_graph() const { return kept_; }
   // OpGraphToJson(*kept(), 0), computed once when it was kept; empty while none.
   const std::string& kept_json() const { return kept_json_; }
   // Sets origin->op/op_func/op_module from the kept graph's origin op when `origin` is at the
@@ -165,7 +168,7 @@ class NanOpWatch {
   // Keeps `graph` (its nan_origin set) as the origin step's.
   void Keep(OpGraph graph, bool backward);
 
-  std::optional<OpGraph> kept_;
+  std::shared_ptr<const OpGraph> kept_;
   bool kept_backward_ = false;
   bool reported_ = false;  // TakeReport() returned the kept graph's report.
   bool kept_is_nan_ = true;

@@ -57,6 +57,9 @@ TEST(NanOpWatchTest, CleanStepsKeepNothingAndTheFirstNanStepIsKept) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->ops.size(), g.ops.size());
   EXPECT_EQ(back->nan_origin, g.nan_origin);
+  // What a record takes: the same graph, shared; it outlives Reset().
+  const std::shared_ptr<const OpGraph> shared = watch.kept_graph();
+  EXPECT_EQ(shared.get(), watch.kept());
 
   NanOrigin o{"block", 2, true};
   ASSERT_TRUE(watch.Annotate(&o));
@@ -76,6 +79,8 @@ TEST(NanOpWatchTest, CleanStepsKeepNothingAndTheFirstNanStepIsKept) {
 
   watch.Reset();
   EXPECT_EQ(watch.kept(), nullptr);
+  EXPECT_EQ(watch.kept_graph(), nullptr);
+  EXPECT_EQ(shared->step, 2);
 }
 
 // One attention-like step: the causal mask's -inf go into the scores and softmax absorbs them.

@@ -18,6 +18,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "agent/python/record_convert.h"
 #include "agent/python/status_translate.h"
@@ -33,6 +35,8 @@
 #include "trace/json.h"
 #include "trace/json_layer_keys.h"
 #include "trace/nonfinite.h"
+#include "trace/op_graph.h"
+#include "trace/op_graph_json.h"
 #include "trace/record.h"
 
 namespace tracetorch::python {
@@ -601,9 +605,23 @@ also accept the library's plain dicts (metadata dict, layer dicts, warning dicts
             r.warnings = ListFromPy<Anomaly>(v, AnomalyFromPy, "warnings");
           },
           "list[Anomaly] (copies).")
-      .def_readwrite(
-          "op_graph_json", &TraceRecord::op_graph_json,
-          "The op graph kept at the NaN origin (ops='on_nan'), as JSON text; '' if none.")
+      .def_property(
+          "op_graph_json",
+          [](const TraceRecord& r) {
+            return r.op_graph != nullptr ? OpGraphToJson(*r.op_graph, 0) : std::string();
+          },
+          [](TraceRecord& r, std::string_view text) {
+            if (text.empty()) {
+              r.op_graph.reset();
+              return;
+            }
+            absl::StatusOr<OpGraph> graph = ParseOpGraphJson(text);
+            if (!graph.ok()) ThrowStatus(graph.status());
+            r.op_graph = std::make_shared<const OpGraph>(*std::move(graph));
+          },
+          "The op graph kept at the NaN origin (ops='on_nan'), as JSON text (the minified "
+          "trace/op_graph_json.h document); '' if none. Setting text that is not an op graph "
+          "raises ValueError.")
       .def(
           "find_layer",
           [](const TraceRecord& r, std::string_view full_name) -> py::object {

@@ -466,7 +466,7 @@ class SessionEngine {
     }
     if (watch_ != nullptr && watch_->kept() != nullptr) {
       if (record.metadata.nan_origin) watch_->Annotate(&*record.metadata.nan_origin);
-      record.op_graph_json = watch_->kept_json();
+      record.op_graph = watch_->kept_graph();
     }
     return record;
   }

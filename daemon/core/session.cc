@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -148,7 +149,7 @@ TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after) {
   out.metadata = after.metadata;
   if (!out.metadata.nan_origin) out.metadata.nan_origin = before.metadata.nan_origin;
   if (!out.metadata.total_time_ms) out.metadata.total_time_ms = before.metadata.total_time_ms;
-  out.op_graph_json = after.op_graph_json.empty() ? before.op_graph_json : after.op_graph_json;
+  out.op_graph = after.op_graph != nullptr ? after.op_graph : before.op_graph;
   absl::flat_hash_map<std::string_view, const LayerTrace*> after_by_name;
   for (const LayerTrace& l : after.layers) after_by_name[l.full_name] = &l;
   absl::flat_hash_map<std::string_view, bool> seen;
@@ -374,18 +375,17 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
   // events; malformed events stop it (the events before them stay applied and counted).
   absl::StatusOr<protocol::wire::EventBatchSummary> summary = protocol::wire::SkimEventBatch(batch);
   if (!summary.ok()) return summary.status();
-  // The op graph (ops="on_nan"), checked and made canonical outside the lock; one that does not
-  // read is dropped (it would make the snapshot unreadable).
-  std::string op_graph;
+  // The op graph (ops="on_nan"), read outside the lock; one that does not read is dropped.
+  std::shared_ptr<const OpGraph> op_graph;
   if (!summary->op_graph_json.empty()) {
     if (absl::StatusOr<OpGraph> g = ParseOpGraphJson(summary->op_graph_json); g.ok()) {
-      op_graph = OpGraphToJson(*g, 0);
+      op_graph = std::make_shared<const OpGraph>(*std::move(g));
     }
   }
   BatchOutcome out;
   const absl::Time arrived = absl::Now();
   absl::MutexLock lock(&mu_);
-  if (!op_graph.empty() && op_graph_json_.empty()) op_graph_json_ = std::move(op_graph);
+  if (op_graph != nullptr && op_graph_ == nullptr) op_graph_ = std::move(op_graph);
   ++changes_;
   client_dropped_ = std::max(client_dropped_, summary->dropped_events);
   last_sequence_ = std::max(last_sequence_, summary->sequence);
@@ -587,7 +587,7 @@ v1::SessionIndexEntry Session::IndexEntryLocked() const {
 TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.Snapshot()); }
 
 TraceRecord Session::RecordFromLocked(TraceRecord r) const {
-  r.op_graph_json = op_graph_json_;
+  r.op_graph = op_graph_;
   int64_t passes = forward_passes_;
   if (restored_.has_value()) {
     r = MergeRecords(restored_->record, r);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -251,9 +252,10 @@ class Session {
   uint64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;      // Highest batch sequence applied.
   // Forward passes so far: one more than the highest step of a forward event (0: none yet).
   int64_t forward_passes_ ABSL_GUARDED_BY(mu_) = 0;
-  Durable durable_ ABSL_GUARDED_BY(mu_);            // Of the latest snapshot written.
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;       // The version (WatchView).
-  std::string op_graph_json_ ABSL_GUARDED_BY(mu_);  // First op graph received, canonical.
+  Durable durable_ ABSL_GUARDED_BY(mu_);       // Of the latest snapshot written.
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;  // The version (WatchView).
+  // The first op graph received (shared with the records made from it).
+  std::shared_ptr<const OpGraph> op_graph_ ABSL_GUARDED_BY(mu_);
   absl::Time newest_event_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   FlightStatus flight_ ABSL_GUARDED_BY(mu_);
   absl::Time nan_found_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // When the origin came.

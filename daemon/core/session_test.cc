@@ -147,13 +147,13 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
   first.mutable_nan_origin()->set_step(2);
   first.mutable_nan_origin()->set_is_nan(true);
   s.AddBatch(first);
-  EXPECT_TRUE(s.Record().op_graph_json.empty());
+  EXPECT_EQ(s.Record().op_graph, nullptr);
 
   v1::EventBatch garbage;
   garbage.set_sequence(2);
   garbage.set_op_graph_json("{not json");
   s.AddBatch(garbage);
-  EXPECT_TRUE(s.Record().op_graph_json.empty());
+  EXPECT_EQ(s.Record().op_graph, nullptr);
 
   OpGraph g;
   g.model_name = "Net";
@@ -167,14 +167,15 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
   second.mutable_nan_origin()->set_op("div_1_4");
   second.mutable_nan_origin()->set_op_func("div");
   second.mutable_nan_origin()->set_op_module("net");
-  second.set_op_graph_json(OpGraphToJson(g, 2));  // Indented: kept canonical (minified).
+  second.set_op_graph_json(OpGraphToJson(g, 2));  // Indented: the snapshot sends it minified.
   s.AddBatch(second);
   const TraceRecord r = s.Record();
   ASSERT_TRUE(r.metadata.nan_origin.has_value());
   EXPECT_EQ(r.metadata.nan_origin->layer, "net.relu");
   EXPECT_EQ(r.metadata.nan_origin->op, "div_1_4");
   EXPECT_EQ(r.metadata.nan_origin->op_module, "net");
-  EXPECT_EQ(r.op_graph_json, OpGraphToJson(g, 0));
+  ASSERT_NE(r.op_graph, nullptr);
+  EXPECT_EQ(*r.op_graph, g);
   EXPECT_EQ(s.ToSnapshot().record().op_graph_json(), OpGraphToJson(g, 0));
 
   // A later, different origin does not replace the first.
@@ -188,7 +189,8 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
   // A restarted daemon restores the record from the snapshot and keeps the graph.
   Session restored("id-1", MakeHello(), {1, 2, 3}, absl::Now(), {}, {},
                    Session::Restored{r, v1::SessionIndexEntry()});
-  EXPECT_EQ(restored.Record().op_graph_json, r.op_graph_json);
+  ASSERT_NE(restored.Record().op_graph, nullptr);
+  EXPECT_EQ(*restored.Record().op_graph, g);
   EXPECT_EQ(restored.Record().metadata.nan_origin->op, "div_1_4");
 }
 
@@ -336,7 +338,8 @@ TEST(Session, ABatchWithoutEventsAppliesItsFieldsEvenWhenReSent) {
   graph.set_op_graph_json(OpGraphToJson(g, 0));
   s.AddBatch(Batch(3, 3, 2));  // A later batch arrived first (the graph's frame was cut).
   s.AddBatch(graph);           // Re-sent: its position is below the session's, its fields apply.
-  EXPECT_EQ(s.Record().op_graph_json, OpGraphToJson(g, 0));
+  ASSERT_NE(s.Record().op_graph, nullptr);
+  EXPECT_EQ(*s.Record().op_graph, g);
   ASSERT_TRUE(s.Record().metadata.nan_origin.has_value());
   EXPECT_EQ(s.Info().events(), 5u);
 }

@@ -71,8 +71,8 @@ enum class OpCapture {
   // and dropped when it ends. The op graph of the FIRST step in which non-finite trouble matters
   // (trace/nonfinite.h: a NaN, or an Inf outside a mask that reaches a module's or the model's
   // output; an attention mask's -inf that softmax absorbs is none) is kept in the record
-  // (TraceRecord::op_graph_json, the trace/op_graph_json.h document; "op_graph" in the exported
-  // JSON) and metadata.nan_origin names the op where it entered (op, op_func, op_module); later
+  // (TraceRecord::op_graph; "op_graph" in the exported JSON, the trace/op_graph_json.h
+  // document) and metadata.nan_origin names the op where it entered (op, op_func, op_module); later
   // steps are not recorded. A NaN first born in a backward: the layer trace names its layer and
   // the graph of that step is kept (its origin op: the first op of that layer whose forward
   // output held a value the forward absorbed, when there is one). The
@@ -144,8 +144,8 @@ class TraceSession {
   // Forward passes (root calls) of the current or last trace.
   int64_t steps() const;
 
-  // With ops = kOnNan: the op graph kept in the current or last trace (record().op_graph_json;
-  // ParseOpGraphJson in trace/op_graph_json.h reads it), empty while none.
+  // With ops = kOnNan: the op graph kept in the current or last trace (record().op_graph) as the
+  // trace/op_graph_json.h document, minified (ParseOpGraphJson reads it); empty while none.
   std::string op_graph_json() const;
   // With ops = kOnNan: steps recorded op by op, and steps skipped because another op capture
   // (TraceOps) was active on the thread. Zero without ops.

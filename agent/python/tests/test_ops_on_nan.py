@@ -100,6 +100,15 @@ def test_names_the_op_and_step_where_the_nan_entered(tmp_path):
     back = tl.load_json(str(path))
     assert back.metadata.nan_origin.op == origin.op
     assert back.op_graph_json == session.record.op_graph_json
+    # The record holds the graph; op_graph_json is its document, and setting one reads it.
+    assert json.loads(back.op_graph_json) == doc["op_graph"]
+    back.op_graph_json = ""
+    assert back.op_graph_json == "" and "op_graph" not in back.to_dict()
+    back.op_graph_json = session.record.op_graph_json
+    assert back.op_graph_json == session.record.op_graph_json
+    with pytest.raises(ValueError):
+        back.op_graph_json = '{"format": "x"}'
+    assert back.op_graph_json == session.record.op_graph_json  # Unchanged by the refused text.
 
 
 def test_clean_steps_keep_no_graph(tmp_path):
