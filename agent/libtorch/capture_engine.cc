@@ -56,9 +56,13 @@ bool IsInPlaceName(const char* name) {
 
 }  // namespace
 
-CaptureEngine::CaptureEngine(std::shared_ptr<agent::Tracer> tracer, ModuleTree tree, Mode mode,
+CaptureEngine::CaptureEngine(std::shared_ptr<agent::Session> session, ModuleTree tree, Mode mode,
                              const void* script_self)
-    : tracer_(std::move(tracer)), mode_(mode), script_self_(script_self), tree_(std::move(tree)) {}
+    : session_(std::move(session)),
+      tracer_(&session_->tracer()),
+      mode_(mode),
+      script_self_(script_self),
+      tree_(std::move(tree)) {}
 
 CaptureEngine::~CaptureEngine() = default;
 
@@ -89,6 +93,7 @@ absl::Status CaptureEngine::Install() {
   in_op_start_ = false;
   hand_over_op_ = false;
   handed_op_.reset();
+  watch_ = session_->op_watch();
   try {
     tree_.IndexTensors();
     at::RecordFunctionCallback cb(&StartTrampoline, &EndTrampoline);
@@ -111,15 +116,13 @@ void CaptureEngine::Uninstall() {
   {
     at::DisableRecordFunctionGuard no_callbacks;
     CloseAll();
-    if (watch_ != nullptr) {
-      Guard("ops_stop", [&] {
-        watch_->AbortStep();
-        OpsSync();  // The last step's backward may have named an origin.
-      });
+    // A step still open ends here; the session's Finish() syncs the watch once more.
+    if (watch_ != nullptr && watch_->recording()) {
+      Guard("ops_stop", [&] { session_->EndOpsStep(nullptr); });
     }
   }
   handed_op_.reset();
-  ops_sink_.reset();
+  watch_ = nullptr;
   Guard("remove_callback", [&] { at::removeCallback(handle_); });
   handle_ = at::INVALID_CALLBACK_HANDLE;
   installed_ = false;
@@ -421,14 +424,7 @@ void CaptureEngine::OpenFrame(Frame& f) {
       f.pass = watch_->PushModule(n.full_name, n.type, inputs_, n.params);
       return;
     }
-    OpsSync();  // The previous step's backward may have named an origin.
-    const int64_t skipped = watch_->skipped_steps();
-    watch_->BeginStep(tracer_->steps() - 1, inputs_);
-    if (watch_->recording() && in_op_start_) hand_over_op_ = true;
-    if (watch_->skipped_steps() != skipped) {
-      absl::MutexLock lock(&ops_mu_);
-      ops_counts_.skipped_steps = watch_->skipped_steps();
-    }
+    if (session_->BeginOpsStep(inputs_) && in_op_start_) hand_over_op_ = true;
   });
 }
 
@@ -442,55 +438,8 @@ void CaptureEngine::OpsClose(Frame& f, const std::vector<at::Tensor>* outputs) {
     }
     if (!watch_->recording()) return;
     handed_op_.reset();
-    const int64_t errors = watch_->hook_errors();
-    if (outputs != nullptr) {
-      watch_->EndStep(*outputs);
-    } else {
-      watch_->AbortStep();
-    }
-    if (watch_->hook_errors() > errors) tracer_->errors().Record("ops", watch_->first_error());
-    OpsSync();
+    session_->EndOpsStep(outputs);
   });
-}
-
-void CaptureEngine::OpsSync() {
-  std::optional<std::optional<NanOrigin>> report = watch_->TakeReport(tracer_->nan_origin());
-  {
-    absl::MutexLock lock(&ops_mu_);
-    ops_counts_ = OpsCounts{watch_->recorded_steps(), watch_->skipped_steps()};
-  }
-  if (!report) return;  // No graph kept just now.
-  // Trouble the layers did not see (absorbed inside a module) gets the session its origin.
-  if (*report) tracer_->AdoptNanOrigin(**report);
-  auto kept = std::make_shared<KeptOps>(
-      KeptOps{watch_->kept_graph(), watch_->kept_json(), watch_->kept_origin()});
-  {
-    absl::MutexLock lock(&ops_mu_);
-    kept_ = kept;
-  }
-  // Streamed once, with the origin that now names its op.
-  if (ops_sink_ != nullptr) ops_sink_->SendOpGraph(*report, kept->json);
-}
-
-void CaptureEngine::EnableOps(std::string model_name, std::shared_ptr<agent::DaemonSink> sink) {
-  watch_ = std::make_unique<ops::NanOpWatch>(std::move(model_name), tree_.root_type(), "cpp");
-  tree_.ForEachTensor([&](std::string name, const at::Tensor& t, bool buffer) {
-    watch_->AddParameter(std::move(name), t, buffer);
-  });
-  ops_sink_ = std::move(sink);
-  absl::MutexLock lock(&ops_mu_);
-  kept_.reset();
-  ops_counts_ = OpsCounts{};
-}
-
-std::shared_ptr<const CaptureEngine::KeptOps> CaptureEngine::kept_ops() const {
-  absl::MutexLock lock(&ops_mu_);
-  return kept_;
-}
-
-CaptureEngine::OpsCounts CaptureEngine::ops_counts() const {
-  absl::MutexLock lock(&ops_mu_);
-  return ops_counts_;
 }
 
 void CaptureEngine::CloseFrame(Frame& f) {

@@ -17,17 +17,20 @@
 //    is entered again, or at Stop(). In-place updates of parameters (optimizers, init) and
 //    no-grad operators that combine a parameter with its own gradient (weight decay) are skipped.
 //
-// Op-level NaN origin (TraceSessionOptions::ops = kOnNan): with EnableOps(), the engine also drives
-// an ops::NanOpWatch from its module calls, so that the op graph follows the same calls as the
-// layer trace: the root call is the watch's step (BeginStep/EndStep, AbortStep when it raised),
-// every other call a module pass (PushModule/PopModule with the call's inputs and outputs). A
-// C++-frontend forward begins inside its first operator's start callback: that operator is handed
-// to the watch by hand (NanOpWatch::StartOp/EndOp). When a step's graph is kept, it is published
-// for kept_ops() and streamed once to the sink given to EnableOps.
+// The engine records into an agent::Session (agent/session.h), which owns the Tracer, the daemon
+// stream, the watch file and the op watch.
+//
+// Op-level NaN origin (TraceSessionOptions::ops = kOnNan): when the session has an op watch at
+// Install(), the engine also drives it from its module calls, so that the op graph follows the
+// same calls as the layer trace: the root call is the watch's step (Session::BeginOpsStep /
+// EndOpsStep, which publish and stream a kept graph), every other call a module pass
+// (PushModule/PopModule with the call's inputs and outputs). A C++-frontend forward begins inside
+// its first operator's start callback: that operator is handed to the watch by hand
+// (NanOpWatch::StartOp/EndOp).
 //
 // Thread-safety: one engine per session; every method runs on the owner thread (the callbacks are
-// thread-local, ModuleScope is used by the forward() running on it), except kept_ops() and
-// ops_counts(), which may be called from any thread. The Tracer is thread-safe.
+// thread-local, ModuleScope is used by the forward() running on it), except Abandon(). The
+// Session and its Tracer are thread-safe (but for the op watch, owner thread only).
 #ifndef TRACETORCH_AGENT_LIBTORCH_CAPTURE_ENGINE_H_
 #define TRACETORCH_AGENT_LIBTORCH_CAPTURE_ENGINE_H_
 
@@ -41,14 +44,12 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
-#include "agent/daemon_sink.h"
 #include "agent/libtorch/module_tree.h"
 #include "agent/ops/nan_op_watch.h"
+#include "agent/session.h"
 #include "agent/tracer.h"
 
 namespace tracetorch::libtorch_internal {
@@ -59,14 +60,15 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   using Clock = std::chrono::steady_clock;
 
   // `script_self`: the TorchScript module object whose methods are roots (kTorchScript only).
-  CaptureEngine(std::shared_ptr<agent::Tracer> tracer, ModuleTree tree, Mode mode,
+  CaptureEngine(std::shared_ptr<agent::Session> session, ModuleTree tree, Mode mode,
                 const void* script_self);
   ~CaptureEngine();
   CaptureEngine(const CaptureEngine&) = delete;
   CaptureEngine& operator=(const CaptureEngine&) = delete;
 
-  // Installs the callbacks on the calling thread. FailedPrecondition when an engine is already
-  // installed on it. The Tracer must have been started.
+  // Installs the callbacks on the calling thread, driving the session's op watch if it has one.
+  // FailedPrecondition when an engine is already installed on it. The session must have been
+  // started.
   absl::Status Install();
   // Closes open calls, removes the callbacks. REQUIRES: the thread of Install().
   void Uninstall();
@@ -80,25 +82,6 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   // The engine installed on the calling thread, or nullptr.
   static CaptureEngine* Current();
   uint64_t epoch() const { return epoch_; }
-
-  // ops = kOnNan for the next Install()..Uninstall() block: forgets a graph kept before, reads
-  // the model's parameters and buffers again, and streams a kept graph to `sink` (may be null).
-  // Uninstall() drops the sink. REQUIRES: not installed.
-  void EnableOps(std::string model_name, std::shared_ptr<agent::DaemonSink> sink);
-  bool ops_enabled() const { return watch_ != nullptr; }
-  // The graph kept in the current or last block (null while none): the graph, its op_graph_json
-  // document (what the sink was sent) and its origin op.
-  struct KeptOps {
-    std::shared_ptr<const OpGraph> graph;
-    std::string json;
-    ops::KeptOrigin origin;
-  };
-  std::shared_ptr<const KeptOps> kept_ops() const ABSL_LOCKS_EXCLUDED(ops_mu_);
-  struct OpsCounts {
-    int64_t recorded_steps = 0;
-    int64_t skipped_steps = 0;
-  };
-  OpsCounts ops_counts() const ABSL_LOCKS_EXCLUDED(ops_mu_);
 
   // ModuleScope entry points: returns a token (>= 0) for PopScope, or -1 when not traced.
   int32_t PushScope(const torch::nn::Module* module, std::string_view block_name);
@@ -155,10 +138,6 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   void OpenFrame(Frame& f);
   // The op watch's side of a frame that ended with `outputs` (nullptr: it raised).
   void OpsClose(Frame& f, const std::vector<at::Tensor>* outputs);
-  // Before and after each watched step and at the end: tells the watch the layer trace's origin
-  // (a backward origin keeps its step's graph), publishes the counts, and publishes and streams a
-  // graph kept just now (adopting its origin when the layers have none).
-  void OpsSync();
   // Fills inputs_ with the operator's tensor inputs that are not parameters or buffers (or
   // aliases of their storage).
   void CollectInputs(const at::RecordFunction& fn);
@@ -168,7 +147,8 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   bool Guard(std::string_view cause, absl::FunctionRef<void()> fn);
 
   // Constant after construction.
-  const std::shared_ptr<agent::Tracer> tracer_;
+  const std::shared_ptr<agent::Session> session_;
+  agent::Tracer* const tracer_;  // session_'s.
   const Mode mode_;
   const void* const script_self_;
 
@@ -195,16 +175,11 @@ class CaptureEngine : public std::enable_shared_from_this<CaptureEngine> {
   const std::vector<at::Tensor> inputs_none_;  // Empty: a frame that ended with no operator.
   absl::flat_hash_map<std::vector<std::string>, int32_t> hierarchy_cache_;
 
-  // ops = kOnNan (null otherwise). Owner thread only.
-  std::unique_ptr<ops::NanOpWatch> watch_;
-  std::shared_ptr<agent::DaemonSink> ops_sink_;
+  // The session's op watch while installed (ops = kOnNan; null otherwise). Owner thread only.
+  ops::NanOpWatch* watch_ = nullptr;
   bool in_op_start_ = false;   // Inside a top-level operator's OnStart (C++ frontend).
   bool hand_over_op_ = false;  // That operator began the watch's step: hand it over.
   std::unique_ptr<at::ObserverContext> handed_op_;  // Its recorder context until its end.
-  // Published for other threads.
-  mutable absl::Mutex ops_mu_;
-  std::shared_ptr<const KeptOps> kept_ ABSL_GUARDED_BY(ops_mu_);
-  OpsCounts ops_counts_ ABSL_GUARDED_BY(ops_mu_);
 };
 
 }  // namespace tracetorch::libtorch_internal

@@ -17,18 +17,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "agent/daemon_sink.h"
-#include "agent/flight_setup.h"
 #include "agent/libtorch/capture_engine.h"
 #include "agent/libtorch/module_tree.h"
+#include "agent/session.h"
 #include "agent/summary.h"
-#include "agent/tracer.h"
 #include "agent/watch_flusher.h"
-#include "client/daemon_client.h"
-#include "guest/log.h"
 #include "protocol/address.h"
-#include "protocol/events.h"
-#include "trace/format.h"
 #include "trace/json.h"
 
 namespace tracetorch {
@@ -36,10 +30,13 @@ namespace tracetorch {
 using libtorch_internal::CaptureEngine;
 using libtorch_internal::ModuleTree;
 
+// The libtorch door over agent::Session (agent/session.h), which owns the tracer, the flight
+// recorder, the daemon stream, the watch flusher and the op watch, and the order they start and
+// stop in. This door adds what is libtorch's: the module tree, the operator callbacks
+// (CaptureEngine), the owner thread, and a session destroyed on another thread (abandoned).
 struct TraceSession::Impl {
-  // Constant after Create().
-  std::shared_ptr<agent::Tracer> tracer;
-  std::shared_ptr<flight::Recorder> recorder;  // Null: none (agent/flight_setup.h).
+  // Constant after Create(). The engine shares the session: an abandoned engine outlives this.
+  std::shared_ptr<agent::Session> session;
   std::shared_ptr<CaptureEngine> engine;
   TraceSessionOptions options;
   TraceMetadata metadata;
@@ -49,35 +46,26 @@ struct TraceSession::Impl {
   bool active ABSL_GUARDED_BY(mu) = false;
   std::thread::id owner ABSL_GUARDED_BY(mu);
   std::chrono::steady_clock::time_point started ABSL_GUARDED_BY(mu);
-  std::unique_ptr<agent::WatchFlusher> flusher ABSL_GUARDED_BY(mu);
-  std::shared_ptr<agent::DaemonSink> sink ABSL_GUARDED_BY(mu);
-  std::optional<TraceRecord> final_record ABSL_GUARDED_BY(mu);
 
-  // The engine over `tree` (either kind of module): metadata, tracer, declared layers. Throws what
-  // libtorch throws; Create() catches it.
+  // The engine over `tree` (either kind of module): metadata, session, declared layers. Throws
+  // what libtorch throws; Create() catches it.
   static absl::StatusOr<std::unique_ptr<Impl>> Make(ModuleTree tree,
                                                     std::optional<c10::Device> device,
                                                     CaptureEngine::Mode mode,
                                                     const void* script_self,
                                                     const TraceSessionOptions& options);
 
-  // The finished record, or the trace so far with its anomalies.
-  absl::StatusOr<TraceRecord> Current() const {
-    {
-      absl::MutexLock lock(&mu);
-      if (final_record.has_value()) return *final_record;
-    }
-    absl::StatusOr<TraceRecord> r = tracer->Finalize(std::nullopt);
-    if (r.ok()) Decorate(&*r);
-    return r;
-  }
-
-  // ops = kOnNan: the kept op graph and the origin op it names.
-  void Decorate(TraceRecord* record) const {
-    std::shared_ptr<const CaptureEngine::KeptOps> kept = engine->kept_ops();
-    if (kept == nullptr) return;
-    if (record->metadata.nan_origin) kept->origin.Annotate(&*record->metadata.nan_origin);
-    record->op_graph = kept->graph;
+  // ops = kOnNan: the op watch's options, with the module's parameters and buffers (read again at
+  // each Start()).
+  agent::OpsOptions OpsFor() const {
+    agent::OpsOptions ops;
+    ops.model_name = metadata.model_name;
+    ops.root_type = engine->tree().root_type();
+    ops.source = "cpp";
+    engine->tree().ForEachTensor([&](std::string name, const at::Tensor& t, bool buffer) {
+      ops.parameters.push_back(agent::OpsOptions::Parameter{std::move(name), t, buffer});
+    });
+    return ops;
   }
 };
 
@@ -110,7 +98,10 @@ std::optional<c10::Device> FirstParameterDevice(const M& module) {
   return std::nullopt;
 }
 
-constexpr absl::Duration kDaemonCloseWait = absl::Seconds(1);
+double MillisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
 
 absl::Status ValidateOptions(const TraceSessionOptions& options) {
   if (options.ops != OpCapture::kOff && options.ops != OpCapture::kOnNan) {
@@ -148,16 +139,17 @@ absl::StatusOr<std::unique_ptr<TraceSession::Impl>> TraceSession::Impl::Make(
   agent::TracerOptions tracer_options;
   tracer_options.capture_stats = options.capture_stats;
   tracer_options.thresholds = options.thresholds;
-  absl::StatusOr<std::shared_ptr<agent::Tracer>> tracer =
-      agent::Tracer::Create(std::move(tracer_options), metadata);
-  if (!tracer.ok()) return tracer.status();
-  if (absl::Status s = tree.DeclareLayers(**tracer); !s.ok()) return s;
+  agent::SessionOptions session_options;
+  session_options.tracer = std::move(tracer_options);
+  session_options.metadata = metadata;
+  absl::StatusOr<std::unique_ptr<agent::Session>> session =
+      agent::Session::Create(std::move(session_options));
+  if (!session.ok()) return session.status();
+  if (absl::Status s = tree.DeclareLayers((*session)->tracer()); !s.ok()) return s;
   auto impl = std::make_unique<Impl>();
-  impl->tracer = *tracer;
-  impl->recorder = agent::MakeFlightRecorder();
-  impl->tracer->SetFlightRecorder(impl->recorder);
+  impl->session = *std::move(session);
   impl->metadata = std::move(metadata);
-  impl->engine = std::make_shared<CaptureEngine>(*tracer, std::move(tree), mode, script_self);
+  impl->engine = std::make_shared<CaptureEngine>(impl->session, std::move(tree), mode, script_self);
   return impl;
 }
 
@@ -203,19 +195,14 @@ TraceSession::~TraceSession() {
     (void)Stop();
     return;
   }
-  // Only the starting thread can remove its callbacks: make them inert instead.
+  // Only the starting thread can remove its callbacks: make them inert instead, and end the
+  // block without touching what that thread owns (the op watch).
   impl_->engine->Abandon();
-  std::unique_ptr<agent::WatchFlusher> flusher;
-  std::shared_ptr<agent::DaemonSink> sink;  // Closes (bounded wait) when this scope ends.
   {
     absl::MutexLock lock(&impl_->mu);
-    flusher = std::move(impl_->flusher);
-    sink = std::move(impl_->sink);
     impl_->active = false;
   }
-  if (flusher != nullptr) flusher->Stop();
-  impl_->tracer->SetEventSink(nullptr);
-  impl_->tracer->Stop();
+  impl_->session->Abandon();
 }
 
 absl::Status TraceSession::Start() {
@@ -228,48 +215,30 @@ absl::Status TraceSession::Start() {
     return absl::FailedPreconditionError(
         "another tracetorch TraceSession is active on this thread; stop it first");
   }
+  agent::Session& session = *impl_->session;
   if (!impl_->options.daemon_address.empty()) {
     // Streams this Start()..Stop() block to tracetorchd; never waits for the daemon.
-    agent::DaemonSinkOptions sink_options;
-    sink_options.client.address = impl_->options.daemon_address;
-    sink_options.client.identity = protocol::IdentityFor(impl_->metadata);
-    sink_options.flight_recorder = impl_->recorder;
-    absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
-        agent::DaemonSink::Create(std::move(sink_options));
-    if (!sink.ok()) return sink.status();
-    impl_->sink = *std::move(sink);
-  }
-  if (absl::Status s = impl_->tracer->Start(); !s.ok()) {
-    impl_->sink.reset();
-    return s;
-  }
-  if (impl_->sink != nullptr) impl_->tracer->SetEventSink(impl_->sink);
-  if (impl_->options.ops == OpCapture::kOnNan) {
-    impl_->engine->EnableOps(impl_->metadata.model_name, impl_->sink);
-  }
-  if (absl::Status s = impl_->engine->Install(); !s.ok()) {
-    impl_->tracer->SetEventSink(nullptr);
-    impl_->sink.reset();
-    impl_->tracer->Stop();
-    return s;
-  }
-  if (!impl_->options.watch_path.empty()) {
-    std::weak_ptr<agent::Tracer> weak = impl_->tracer;
-    absl::StatusOr<std::unique_ptr<agent::WatchFlusher>> flusher = agent::WatchFlusher::Start(
-        impl_->options.watch_path, impl_->options.watch_interval, [weak]() -> TraceRecord {
-          if (std::shared_ptr<agent::Tracer> t = weak.lock()) return t->WatchSnapshot();
-          return TraceRecord{};
-        });
-    if (!flusher.ok()) {
-      impl_->engine->Uninstall();
-      impl_->tracer->SetEventSink(nullptr);
-      impl_->sink.reset();
-      impl_->tracer->Stop();
-      return flusher.status();
+    if (absl::Status s = session.ConnectDaemon(impl_->options.daemon_address, impl_->metadata);
+        !s.ok()) {
+      return s;
     }
-    impl_->flusher = *std::move(flusher);
   }
-  impl_->final_record.reset();
+  std::optional<agent::OpsOptions> ops;
+  if (impl_->options.ops == OpCapture::kOnNan) ops = impl_->OpsFor();
+  absl::Status s = session.SetOps(std::move(ops));
+  if (s.ok()) {
+    s = session.Start();
+    if (!s.ok()) (void)session.CloseStream(absl::ZeroDuration(), std::nullopt);
+  }
+  if (s.ok()) {
+    s = impl_->engine->Install();
+    if (s.ok() && !impl_->options.watch_path.empty()) {
+      s = session.StartWatch(impl_->options.watch_path, impl_->options.watch_interval);
+      if (!s.ok()) impl_->engine->Uninstall();
+    }
+    if (!s.ok()) session.Abandon();  // Stops the Tracer, closes the stream it connected.
+  }
+  if (!s.ok()) return s;
   impl_->owner = std::this_thread::get_id();
   impl_->started = std::chrono::steady_clock::now();
   impl_->active = true;
@@ -277,8 +246,6 @@ absl::Status TraceSession::Start() {
 }
 
 absl::Status TraceSession::Stop() {
-  std::unique_ptr<agent::WatchFlusher> flusher;
-  std::shared_ptr<agent::DaemonSink> sink;
   std::chrono::steady_clock::time_point started;
   {
     absl::MutexLock lock(&impl_->mu);
@@ -288,34 +255,10 @@ absl::Status TraceSession::Stop() {
           "TraceSession::Stop() must be called on the thread that called Start()");
     }
     impl_->engine->Uninstall();
-    flusher = std::move(impl_->flusher);
-    sink = std::move(impl_->sink);
     started = impl_->started;
     impl_->active = false;
   }
-  const double total_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  if (flusher != nullptr) flusher->Stop();  // Outside the lock: a flush may be in progress.
-  impl_->tracer->Stop();
-  if (sink != nullptr) {
-    impl_->tracer->SetEventSink(nullptr);
-    // The embedded record is complete either way; a daemon that is away only loses the stream.
-    if (absl::Status s = sink->Close(total_ms, static_cast<uint64_t>(impl_->tracer->hook_errors()),
-                                     kDaemonCloseWait);
-        !s.ok()) {
-      guest::WarnOnce(
-          "libtorch_daemon_close",
-          absl::StrCat("tracetorch: the daemon stream did not complete: ", s.ToString()));
-    }
-  }
-  absl::StatusOr<TraceRecord> record = impl_->tracer->Finalize(total_ms);
-  if (!record.ok()) return record.status();
-  impl_->Decorate(&*record);
-  absl::Status written = absl::OkStatus();
-  if (flusher != nullptr) written = WriteTraceFile(impl_->options.watch_path, *record);
-  absl::MutexLock lock(&impl_->mu);
-  impl_->final_record = *std::move(record);
-  return written;
+  return impl_->session->Finish(MillisecondsSince(started));
 }
 
 bool TraceSession::active() const {
@@ -324,33 +267,31 @@ bool TraceSession::active() const {
 }
 
 TraceRecord TraceSession::record() const {
-  absl::StatusOr<TraceRecord> r = impl_->Current();
+  absl::StatusOr<TraceRecord> r = impl_->session->Current();
   if (r.ok()) return *std::move(r);
-  TraceRecord snapshot = impl_->tracer->Snapshot();
-  impl_->Decorate(&snapshot);
-  return snapshot;
+  return impl_->session->Snapshot();
 }
 
 std::vector<Anomaly> TraceSession::anomalies() const { return record().warnings; }
 
 absl::Status TraceSession::Export(const std::string& path) const {
-  absl::StatusOr<TraceRecord> r = impl_->Current();
+  absl::StatusOr<TraceRecord> r = impl_->session->Current();
   if (!r.ok()) return r.status();
   return WriteTraceFile(path, *r);
 }
 
-int64_t TraceSession::steps() const { return impl_->tracer->steps(); }
+int64_t TraceSession::steps() const { return impl_->session->tracer().steps(); }
 
-int64_t TraceSession::hook_errors() const { return impl_->tracer->hook_errors(); }
+int64_t TraceSession::hook_errors() const { return impl_->session->tracer().hook_errors(); }
 
 std::string TraceSession::op_graph_json() const {
-  std::shared_ptr<const CaptureEngine::KeptOps> kept = impl_->engine->kept_ops();
+  std::shared_ptr<const agent::KeptOps> kept = impl_->session->kept_ops();
   return kept != nullptr ? kept->json : std::string();
 }
 
 TraceSession::OpsStats TraceSession::ops_stats() const {
-  const CaptureEngine::OpsCounts c = impl_->engine->ops_counts();
-  return OpsStats{c.recorded_steps, c.skipped_steps};
+  const agent::OpsStats stats = impl_->session->ops_stats().value_or(agent::OpsStats{});
+  return OpsStats{stats.recorded_steps, stats.skipped_steps};
 }
 
 std::string TraceSession::Summary() const {

@@ -333,7 +333,13 @@ std::unique_ptr<at::ObserverContext> OpRecorder::OnStart(const at::RecordFunctio
     if (options_.script_modules) ScriptTransition();
     node.module_pass = open_.empty() ? -1 : open_.back().pass;
     const SchemaInfo& schema = SchemaOf(fn);
-    const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+    c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+    // A boxed call (the TorchScript interpreter's) hands the observer its whole stack, whatever
+    // lies below the operator's own arguments included (the method's module object): its
+    // arguments are the last ones.
+    if (schema.known && inputs.size() > schema.names.size()) {
+      inputs = inputs.slice(inputs.size() - schema.names.size());
+    }
     for (size_t i = 0; i < inputs.size(); ++i) {
       const bool named = schema.known && i < schema.names.size();
       const c10::IValue& v = inputs[i];

@@ -16,21 +16,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "agent/daemon_sink.h"
 #include "agent/flight_setup.h"
-#include "agent/ops/nan_op_watch.h"
 #include "agent/python/record_convert.h"
 #include "agent/python/status_translate.h"
+#include "agent/session.h"
 #include "agent/stats.h"
 #include "agent/summary.h"
 #include "agent/tracer.h"
-#include "agent/watch_flusher.h"
 #include "client/daemon_client.h"
 #include "guest/hook_guard.h"
 #include "protocol/address.h"
-#include "protocol/events.h"
 #include "trace/anomaly.h"
-#include "trace/format.h"
 #include "trace/json.h"
 
 namespace tracetorch::python {
@@ -131,56 +127,41 @@ TraceMetadata ToMetadata(const py::dict& d) {
   return m;
 }
 
-// The engine behind one TraceSession object: the Tracer, the optional watch flusher and the record
-// of the last finished `with` block. Called with the GIL held (pybind11 methods); the flusher
-// thread only touches the Tracer, which is thread-safe.
+// The Python door over agent::Session (agent/session.h), which owns the tracer, the daemon stream,
+// the flight recorder, the watch flusher and the op watch, and the order they start and stop in.
+// This class adds what is Python's: flattening the hooks' arguments into tensors, the module calls
+// open in an op watch's step, Python's errors (ThrowStatus) and the GIL (released around every
+// call that may wait: the stream's close, the flusher's join). Called with the GIL held (pybind11
+// methods); the flusher thread only touches the Tracer, which is thread-safe.
 class SessionEngine {
  public:
-  SessionEngine(std::shared_ptr<Tracer> tracer)
-      : tracer_(std::move(tracer)), recorder_(agent::MakeFlightRecorder()) {
-    tracer_->SetFlightRecorder(recorder_);
-  }
+  explicit SessionEngine(std::unique_ptr<agent::Session> session)
+      : session_(std::move(session)), tracer_(session_->tracer()) {}
   ~SessionEngine() {
-    flusher_.reset();
-    if (sink_ != nullptr) {
-      tracer_->SetEventSink(nullptr);
-      py::gil_scoped_release release;
-      sink_.reset();  // Closes the client with a bounded wait (inert in a forked child).
-    }
+    if (!session_->streaming()) return;  // The flusher's join never needs the GIL.
+    py::gil_scoped_release release;
+    session_.reset();  // Closes the stream with a bounded wait (inert in a forked child).
   }
 
   // Streams the next start()..finish() block to the daemon at `address` (a socket path or
-  // unix:// address). Does not wait for the daemon. ValueError for a malformed address.
-  // REQUIRES: not active.
+  // unix:// address), with `metadata` as its identity. Does not wait for the daemon. ValueError
+  // for a malformed address. REQUIRES: not active.
   void ConnectDaemon(const std::string& address, const py::dict& metadata) {
-    CloseStream(1.0);
-    agent::DaemonSinkOptions options;
-    options.client.address = address;
-    options.client.identity = protocol::IdentityFor(ToMetadata(metadata));
-    options.flight_recorder = recorder_;
-    absl::StatusOr<std::shared_ptr<agent::DaemonSink>> sink =
-        agent::DaemonSink::Create(std::move(options));
-    if (!sink.ok()) ThrowStatus(sink.status());
-    sink_ = *std::move(sink);
-    tracer_->SetEventSink(sink_);
+    const TraceMetadata identity = ToMetadata(metadata);
+    absl::Status s;
+    {
+      py::gil_scoped_release release;  // Closes a stream still open (bounded wait).
+      s = session_->ConnectDaemon(address, identity);
+    }
+    if (!s.ok()) ThrowStatus(s);
   }
 
   // Detaches the sink and closes the daemon stream (End with total time and hook errors), waiting
   // at most `wait_s` seconds with the GIL released. Returns whether everything reached the daemon.
   // No-op (true) without a stream.
   bool CloseStream(double wait_s, std::optional<double> total_time_ms = std::nullopt) {
-    if (sink_ == nullptr) return true;
-    tracer_->SetEventSink(nullptr);
-    std::shared_ptr<agent::DaemonSink> sink = std::move(sink_);
-    absl::Status s;
-    {
-      py::gil_scoped_release release;
-      s = sink->Close(total_time_ms, static_cast<uint64_t>(std::max<int64_t>(0, hook_errors())),
-                      absl::Seconds(std::max(0.0, wait_s)));
-    }
-    closed_stats_ = sink->stats();
-    closed_session_id_ = sink->session_id();
-    return s.ok();
+    py::gil_scoped_release release;
+    return session_->CloseStream(absl::Seconds(std::max(0.0, wait_s)), total_time_ms).ok();
   }
 
   // {"connected", "session_id", "enqueued_events", "sent_events", "dropped_events", "connects",
@@ -188,30 +169,31 @@ class SessionEngine {
   //  "replay_evicted_events", "refused_handshakes", "not_durable_events"} of the current (or last
   // closed) stream (client::DaemonClientStats); None if never.
   py::object DaemonStats() const {
-    std::optional<client::DaemonClientStats> stats = StreamStats();
-    if (!stats) return py::none();
+    std::optional<agent::StreamStats> stream = session_->stream_stats();
+    if (!stream) return py::none();
+    const client::DaemonClientStats& stats = stream->client;
     py::dict d;
-    d["connected"] = stats->connected;
-    d["session_id"] = sink_ != nullptr ? sink_->session_id() : closed_session_id_;
-    d["enqueued_events"] = stats->enqueued_events;
-    d["sent_events"] = stats->sent_events;
-    d["dropped_events"] = stats->dropped_events;
-    d["connects"] = stats->connects;
-    d["connect_failures"] = stats->connect_failures;
-    d["last_error"] = stats->last_error;
-    d["resent_events"] = stats->resent_events;
-    d["durable_events"] = stats->durable_events;
-    d["replay_held_events"] = stats->replay_held_events;
-    d["replay_evicted_events"] = stats->replay_evicted_events;
-    d["not_durable_events"] = stats->not_durable_events;
-    d["refused_handshakes"] = stats->refused_handshakes;
+    d["connected"] = stats.connected;
+    d["session_id"] = stream->session_id;
+    d["enqueued_events"] = stats.enqueued_events;
+    d["sent_events"] = stats.sent_events;
+    d["dropped_events"] = stats.dropped_events;
+    d["connects"] = stats.connects;
+    d["connect_failures"] = stats.connect_failures;
+    d["last_error"] = stats.last_error;
+    d["resent_events"] = stats.resent_events;
+    d["durable_events"] = stats.durable_events;
+    d["replay_held_events"] = stats.replay_held_events;
+    d["replay_evicted_events"] = stats.replay_evicted_events;
+    d["not_durable_events"] = stats.not_durable_events;
+    d["refused_handshakes"] = stats.refused_handshakes;
     return d;
   }
 
   int DeclareLayer(const std::string& name, const std::string& type, const std::string& full_name,
                    int depth, int64_t params) {
     absl::StatusOr<Tracer::LayerId> id =
-        tracer_->DeclareLayer(LayerInfo{name, type, full_name, depth, params});
+        tracer_.DeclareLayer(LayerInfo{name, type, full_name, depth, params});
     if (!id.ok()) ThrowStatus(id.status());
     if (*id >= 0) {
       if (static_cast<size_t>(*id) >= modules_.size()) modules_.resize(*id + 1);
@@ -226,148 +208,126 @@ class SessionEngine {
   // REQUIRES: not active.
   void SetOps(const std::string& model_name, py::object root_type, py::object params) {
     ops_stack_.clear();
-    if (root_type.is_none()) {
-      watch_.reset();
-      return;
+    std::optional<agent::OpsOptions> ops;
+    if (!root_type.is_none()) {
+      ops.emplace();
+      ops->model_name = model_name;
+      ops->root_type = py::cast<std::string>(root_type);
+      ops->source = "eager";
+      for (py::handle item : params) {
+        auto t = py::reinterpret_borrow<py::tuple>(item);
+        ops->parameters.push_back(agent::OpsOptions::Parameter{
+            py::cast<std::string>(t[0]), THPVariable_Unpack(t[1].ptr()), py::cast<bool>(t[2])});
+      }
     }
-    const std::string type = py::cast<std::string>(root_type);
-    watch_ = std::make_unique<ops::NanOpWatch>(model_name, type);
-    for (py::handle item : params) {
-      auto t = py::reinterpret_borrow<py::tuple>(item);
-      watch_->AddParameter(py::cast<std::string>(t[0]), THPVariable_Unpack(t[1].ptr()),
-                           py::cast<bool>(t[2]));
-    }
+    if (absl::Status s = session_->SetOps(std::move(ops)); !s.ok()) ThrowStatus(s);
   }
 
   // {"recorded_steps", "skipped_steps", "kept_step"} of the op watch; None without ops.
   py::object OpsStats() const {
-    if (watch_ == nullptr) return py::none();
+    std::optional<agent::OpsStats> stats = session_->ops_stats();
+    if (!stats) return py::none();
     py::dict d;
-    d["recorded_steps"] = watch_->recorded_steps();
-    d["skipped_steps"] = watch_->skipped_steps();
-    d["kept_step"] = watch_->kept() != nullptr ? py::cast(*watch_->kept()->step) : py::none();
+    d["recorded_steps"] = stats->recorded_steps;
+    d["skipped_steps"] = stats->skipped_steps;
+    d["kept_step"] = stats->kept_step ? py::cast(*stats->kept_step) : py::none();
     return d;
   }
 
-  void SetMetadata(const py::dict& metadata) { tracer_->SetMetadata(ToMetadata(metadata)); }
+  void SetMetadata(const py::dict& metadata) { tracer_.SetMetadata(ToMetadata(metadata)); }
 
   // The optimizer's step begins ("optimizer") or ends ("outside"): the flight position's phase.
   void MarkPhase(const std::string& phase) {
     std::optional<flight::Phase> p = agent::ParsePhase(phase);
     if (!p) throw py::value_error(absl::StrCat("unknown phase '", phase, "'"));
-    tracer_->MarkPhase(*p);
+    tracer_.MarkPhase(*p);
   }
 
   // Whether this session has a flight recorder (flight/layout.h).
-  bool has_flight_recorder() const { return recorder_ != nullptr; }
+  bool has_flight_recorder() const { return session_->has_flight_recorder(); }
 
   void Start() {
-    if (absl::Status s = tracer_->Start(); !s.ok()) ThrowStatus(s);
-    final_.reset();
+    if (absl::Status s = session_->Start(); !s.ok()) ThrowStatus(s);
     ops_stack_.clear();
-    if (sink_ == nullptr) closed_stats_.reset();  // This block does not stream.
   }
 
   void StartWatch(const std::string& path, double interval_s) {
-    StopWatch();
-    std::weak_ptr<Tracer> weak = tracer_;
-    absl::StatusOr<std::unique_ptr<agent::WatchFlusher>> flusher =
-        agent::WatchFlusher::Start(path, absl::Seconds(interval_s), [weak]() -> TraceRecord {
-          if (std::shared_ptr<Tracer> t = weak.lock()) return t->WatchSnapshot();
-          return TraceRecord{};
-        });
-    if (!flusher.ok()) ThrowStatus(flusher.status());
-    flusher_ = *std::move(flusher);
-    watch_path_ = path;
+    absl::Status s;
+    {
+      py::gil_scoped_release release;  // Stops a flusher already running (joins its thread).
+      s = session_->StartWatch(path, absl::Seconds(interval_s));
+    }
+    if (!s.ok()) ThrowStatus(s);
   }
 
   void StopWatch() {
-    if (flusher_ == nullptr) return;
-    py::gil_scoped_release
-        release;  // The flusher never needs the GIL; don't hold it while joining.
-    flusher_->Stop();
-    flusher_.reset();
+    py::gil_scoped_release release;  // The flusher never needs the GIL; don't hold it joining.
+    session_->StopWatch();
   }
 
-  // Ends the `with` block: stops recording, finalises the record (anomalies, total time) and
-  // writes the final watch file. Never raises: the user's exception (if any) must win.
+  // Ends the `with` block (agent::Session::Finish: stops recording, closes the stream, finalises
+  // the record and writes the final watch file). Never raises: the user's exception (if any) must
+  // win; a failure is counted in hook_errors.
   void Finish(std::optional<double> total_time_ms) {
-    const bool watching = flusher_ != nullptr;
-    StopWatch();
-    tracer_->Stop();
-    // The last step's backward may have named an origin the op watch keeps a graph for.
-    guest::GuardHook(tracer_->errors(), "ops_end", [&] { OpsSync(); });
-    // Bounded: the daemon gets ~1 s to take the rest; what it did not take is counted as dropped.
-    CloseStream(kCloseWaitS, total_time_ms);
-    absl::StatusOr<TraceRecord> record = tracer_->Finalize(total_time_ms);
-    if (!record.ok()) {
-      tracer_->errors().Record("finalize", record.status().ToString());
-      final_ = Decorate(tracer_->Snapshot());
-      return;
-    }
-    final_ = Decorate(*std::move(record));
-    if (watching) {
-      if (absl::Status s = WriteTraceFile(watch_path_, *final_); !s.ok()) {
-        tracer_->errors().Record("watch_final_flush", s.ToString());
-      }
-    }
+    py::gil_scoped_release release;
+    (void)session_->Finish(total_time_ms);
   }
 
   // ---- Hot path ----------------------------------------------------------------------------
   // The module-call hooks (session.py's _TracedForward): never raise into the user's forward.
   int64_t Pre(int layer, bool is_root, py::handle args, py::handle kwargs) {
     Tracer::CallId call = Tracer::kNoCall;
-    guest::GuardHook(tracer_->errors(), "pre_hook", [&] {
+    guest::GuardHook(tracer_.errors(), "pre_hook", [&] {
       TensorList tensors;
       Flatten(args.ptr(), 0, &tensors);
       if (kwargs.ptr() != nullptr && !kwargs.is_none()) Flatten(kwargs.ptr(), 0, &tensors);
-      call = tracer_->BeginCall(layer, is_root, tensors);
-      if (watch_ != nullptr && call != Tracer::kNoCall) OpsPre(layer, is_root, call, tensors);
+      call = tracer_.BeginCall(layer, is_root, tensors);
+      if (session_->op_watch() != nullptr && call != Tracer::kNoCall) {
+        OpsPre(layer, is_root, call, tensors);
+      }
     });
     return call;
   }
 
   void Post(int64_t call, py::handle output) {
     if (call == Tracer::kNoCall) return;
-    const bool ok = guest::GuardHook(tracer_->errors(), "post_hook", [&] {
+    const bool ok = guest::GuardHook(tracer_.errors(), "post_hook", [&] {
       TensorList tensors;
       Flatten(output.ptr(), 0, &tensors);
-      tracer_->EndCall(call, tensors);
+      tracer_.EndCall(call, tensors);
       if (!ops_stack_.empty()) OpsPost(call, &tensors);
     });
     if (!ok) {
-      tracer_->AbortCall(call);
+      tracer_.AbortCall(call);
       if (!ops_stack_.empty()) OpsPost(call, nullptr);
     }
   }
 
   void Abort(int64_t call) {
-    tracer_->AbortCall(call);
+    tracer_.AbortCall(call);
     if (!ops_stack_.empty()) {
-      guest::GuardHook(tracer_->errors(), "ops_abort", [&] { OpsPost(call, nullptr); });
+      guest::GuardHook(tracer_.errors(), "ops_abort", [&] { OpsPost(call, nullptr); });
     }
   }
 
   // ---- Results -----------------------------------------------------------------------------
-  TraceRecord Record() const {
-    if (final_.has_value()) return *final_;
-    return Decorate(tracer_->Snapshot());
-  }
+  TraceRecord Record() const { return session_->Snapshot(); }
 
   std::vector<Anomaly> Anomalies() const {
-    if (final_.has_value()) return final_->warnings;
+    if (std::optional<TraceRecord> final_record = session_->finished_record()) {
+      return std::move(final_record->warnings);
+    }
     absl::StatusOr<std::vector<Anomaly>> a =
-        DetectAnomalies(tracer_->Snapshot(), tracer_->options().thresholds);
+        DetectAnomalies(tracer_.Snapshot(), tracer_.options().thresholds);
     if (!a.ok()) ThrowStatus(a.status());
     return *std::move(a);
   }
 
   // The finished record, or (inside the `with` block) the trace so far with its anomalies.
   TraceRecord RecordForExport() const {
-    if (final_.has_value()) return *final_;
-    absl::StatusOr<TraceRecord> r = tracer_->Finalize(std::nullopt);
+    absl::StatusOr<TraceRecord> r = session_->Current();
     if (!r.ok()) ThrowStatus(r.status());
-    return Decorate(*std::move(r));
+    return *std::move(r);
   }
 
   void Write(const std::string& path) const {
@@ -384,15 +344,15 @@ class SessionEngine {
     return TraceToJson(RecordForExport(), JsonStyle{.indent = std::max(0, indent)});
   }
 
-  std::string Summary() const;
+  std::string Summary() const {
+    return agent::SessionSummary(RecordForExport(), tracer_.steps(), tracer_.hook_errors());
+  }
 
-  bool active() const { return tracer_->active(); }
-  int64_t steps() const { return tracer_->steps(); }
-  int64_t hook_errors() const { return tracer_->hook_errors(); }
+  bool active() const { return session_->active(); }
+  int64_t steps() const { return tracer_.steps(); }
+  int64_t hook_errors() const { return tracer_.hook_errors(); }
 
  private:
-  static constexpr double kCloseWaitS = 1.0;
-
   struct ModuleInfo {
     std::string path;
     std::string type;
@@ -408,17 +368,15 @@ class SessionEngine {
   void OpsPre(int layer, bool is_root, int64_t call, const TensorList& tensors) {
     if (is_root) {
       if (!ops_stack_.empty()) return;  // A nested root call: part of the open step.
-      OpsSync();                        // The previous step's backward may have named an origin.
       const std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
-      watch_->BeginStep(tracer_->steps() - 1, inputs);
-      if (watch_->recording()) ops_stack_.push_back(OpenCall{call, -1, /*root=*/true});
+      if (session_->BeginOpsStep(inputs)) ops_stack_.push_back(OpenCall{call, -1, /*root=*/true});
       return;
     }
     if (ops_stack_.empty() || layer < 0 || static_cast<size_t>(layer) >= modules_.size()) return;
     const ModuleInfo& m = modules_[layer];
     const std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
-    ops_stack_.push_back(
-        OpenCall{call, watch_->PushModule(m.path, m.type, inputs, m.params), /*root=*/false});
+    ops_stack_.push_back(OpenCall{
+        call, session_->op_watch()->PushModule(m.path, m.type, inputs, m.params), /*root=*/false});
   }
 
   // The call `call` ended with `tensors` (nullptr: it raised). Calls are strictly nested.
@@ -429,64 +387,18 @@ class SessionEngine {
     std::vector<at::Tensor> outputs;
     if (tensors != nullptr) outputs.assign(tensors->begin(), tensors->end());
     if (!open.root) {
-      watch_->PopModule(open.pass, outputs);
+      session_->op_watch()->PopModule(open.pass, outputs);
       return;
     }
     ops_stack_.clear();
-    const int64_t errors = watch_->hook_errors();
-    if (tensors != nullptr) {
-      watch_->EndStep(outputs);
-    } else {
-      watch_->AbortStep();
-    }
-    if (watch_->hook_errors() > errors) tracer_->errors().Record("ops", watch_->first_error());
-    OpsSync();
+    session_->EndOpsStep(tensors != nullptr ? &outputs : nullptr);
   }
 
-  // Before and after each watched step and at the end: tells the op watch the layer trace's
-  // origin (a backward origin keeps its step's graph); a graph kept just now gives the session
-  // its origin when the layers have none, and is streamed once.
-  void OpsSync() {
-    if (watch_ == nullptr) return;
-    std::optional<std::optional<NanOrigin>> report = watch_->TakeReport(tracer_->nan_origin());
-    if (!report) return;
-    if (*report) tracer_->AdoptNanOrigin(**report);
-    if (sink_ != nullptr) sink_->SendOpGraph(*report, watch_->kept_json());
-  }
-
-  std::optional<client::DaemonClientStats> StreamStats() const {
-    if (sink_ != nullptr) return sink_->stats();
-    return closed_stats_;
-  }
-
-  // A streamed record carries the stream's drop count (metadata.extra["dropped_events"]).
-  TraceRecord Decorate(TraceRecord record) const {
-    if (std::optional<client::DaemonClientStats> stats = StreamStats()) {
-      record.metadata.SetExtra("dropped_events", absl::StrCat(stats->dropped_events));
-    }
-    if (watch_ != nullptr && watch_->kept() != nullptr) {
-      if (record.metadata.nan_origin) watch_->Annotate(&*record.metadata.nan_origin);
-      record.op_graph = watch_->kept_graph();
-    }
-    return record;
-  }
-
-  const std::shared_ptr<Tracer> tracer_;
-  const std::shared_ptr<flight::Recorder> recorder_;  // Null: none (see flight_setup.h).
-  std::shared_ptr<agent::DaemonSink> sink_;
-  std::optional<client::DaemonClientStats> closed_stats_;  // Of the last closed stream.
-  std::string closed_session_id_;
-  std::unique_ptr<agent::WatchFlusher> flusher_;
-  std::string watch_path_;
-  std::optional<TraceRecord> final_;
-  std::vector<ModuleInfo> modules_;         // By layer id.
-  std::unique_ptr<ops::NanOpWatch> watch_;  // ops="on_nan"; null otherwise.
-  std::vector<OpenCall> ops_stack_;         // Module calls open in the watched step.
+  std::unique_ptr<agent::Session> session_;
+  Tracer& tracer_;                   // session_'s.
+  std::vector<ModuleInfo> modules_;  // By layer id.
+  std::vector<OpenCall> ops_stack_;  // Module calls open in the watched step.
 };
-
-std::string SessionEngine::Summary() const {
-  return agent::SessionSummary(RecordForExport(), tracer_->steps(), tracer_->hook_errors());
-}
 
 py::dict TensorStatsDict(const py::handle& tensor) {
   if (!THPVariable_Check(tensor.ptr())) throw py::type_error("expected a torch.Tensor");
@@ -555,10 +467,13 @@ The tracing engine behind tracetorch.TraceSession (use that class; this one is i
                  options.stall_rule.floor = absl::Seconds(seconds);
                }
              }
-             absl::StatusOr<std::shared_ptr<Tracer>> tracer =
-                 Tracer::Create(options, ToMetadata(metadata));
-             if (!tracer.ok()) ThrowStatus(tracer.status());
-             return std::make_unique<SessionEngine>(*std::move(tracer));
+             agent::SessionOptions session_options;
+             session_options.tracer = std::move(options);
+             session_options.metadata = ToMetadata(metadata);
+             absl::StatusOr<std::unique_ptr<agent::Session>> session =
+                 agent::Session::Create(std::move(session_options));
+             if (!session.ok()) ThrowStatus(session.status());
+             return std::make_unique<SessionEngine>(*std::move(session));
            }),
            py::arg("capture_stats") = true, py::arg("thresholds") = py::none(),
            py::arg("metadata") = py::dict())

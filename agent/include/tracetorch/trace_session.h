@@ -12,7 +12,8 @@
 //    add in a block's forward) get no call of their own unless their forward() holds a
 //    ModuleScope, which gives exact boundaries. See docs/cpp.md for the rules.
 // The record, JSON, anomalies and NaN origin are the ones the Python front door produces: both
-// drive the same engine.
+// are adapters over the same session engine (agent/session.h), which wires the tracer, the daemon
+// stream, the watch file and the op watch in one order.
 //
 // Example (TorchScript):
 //   torch::jit::Module model = torch::jit::load("model.pt");
@@ -96,7 +97,8 @@ struct TraceSessionOptions {
   absl::Duration watch_interval = absl::Seconds(1);  // At least 100 ms.
   // When set (a socket path or unix:// address), each Start()..Stop() block is also streamed to
   // tracetorchd there. Never waits for the daemon: when it is away the events are dropped and
-  // counted, and the embedded record is unaffected. Stop() waits at most 1 s for the stream's end.
+  // counted (record().metadata.extra["dropped_events"]), and the embedded record is otherwise
+  // unaffected. Stop() waits at most 1 s for the stream's end.
   std::string daemon_address;
   // Op-level NaN origin (see OpCapture); streamed to the daemon once, when kept.
   OpCapture ops = OpCapture::kOff;
@@ -128,7 +130,8 @@ class TraceSession {
   // Stops tracing, finalises the record (anomalies, total time) and writes the final watch file.
   // Idempotent. FailedPrecondition when called on another thread than Start() (the session keeps
   // running then; stop it from its own thread); the final watch write's error (NotFound,
-  // PermissionDenied, ResourceExhausted, ...) otherwise; the record is finished either way.
+  // PermissionDenied, ResourceExhausted, ...) otherwise, also counted in hook_errors(); the record
+  // is finished either way.
   absl::Status Stop();
   bool active() const;
 
