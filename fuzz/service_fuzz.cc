@@ -139,8 +139,8 @@ Daemon& Setup() {
     auto ended = d->manager->Open(test_util::MakeHello(), peer);
     if (!ended.ok()) Fail("open", ended.status().ToString());
     (void)ended->session->DeclareLayers(test_util::Table(3));
-    ended->session->AddBatch(test_util::Batch({0, 1, 2}, 0, 8));
-    ended->session->Finish(v1::End(), now);
+    ended->session->AddBatchBytes(test_util::Batch({0, 1, 2}, 0, 8).SerializeAsString()).value();
+    ended->session->Finish(protocol::End(), now);
     d->manager->Release(ended->session, ended->attachment, /*ended=*/true);
     // A live session, and a job of two live ranks (rank 1 a step behind).
     for (auto [job, rank, steps] :
@@ -148,7 +148,7 @@ Daemon& Setup() {
       auto s = d->manager->Open(test_util::MakeHello(job, rank), peer);
       if (!s.ok()) Fail("open", s.status().ToString());
       (void)s->session->DeclareLayers(test_util::Table(3));
-      s->session->AddBatch(test_util::Batch({0, 1, 2}, 0, steps));
+      s->session->AddBatchBytes(test_util::Batch({0, 1, 2}, 0, steps).SerializeAsString()).value();
     }
     d->manager->WriteDueSnapshots();
     d->sessions = d->manager->List().size();

@@ -77,6 +77,38 @@ struct BackwardEvent {
   BackwardSample sample;
 };
 
+// ---- What the daemon receives besides events (agent.proto's Hello, Heartbeat, End) ----
+//
+// Decoded from the wire by protocol/agent_proto.h; the daemon's core takes these, never the
+// generated messages.
+
+// The first message of a connection: who the process is and, on a reconnect, where it stands.
+struct Hello {
+  int32_t protocol_version = 0;  // tracetorch.v1.ProtocolVersion; wire::kProtocolVersion is 1.
+  ProcessIdentity identity;
+  std::string resume_session_id;  // Empty: a new session.
+  uint64_t dropped_events = 0;    // Total the agent dropped so far.
+  uint64_t sent_events = 0;       // Total the agent wrote to earlier connections.
+  // Set by an agent that re-sends what is not yet durable: the stream position it re-sends from.
+  std::optional<uint64_t> replay_first_event;
+  // Set by an agent that passes its flight recorder with the Hello (Hello.flight_recorder).
+  bool flight_recorder = false;
+  uint32_t flight_layout_version = 0;
+  uint64_t flight_region_bytes = 0;
+};
+
+struct Heartbeat {
+  int64_t unix_ns = 0;
+  uint64_t dropped_events = 0;  // Total so far (monotonic).
+};
+
+// The agent's last message: the run ended.
+struct End {
+  std::optional<double> total_time_ms;
+  uint64_t dropped_events = 0;  // Total so far (monotonic).
+  uint64_t hook_errors = 0;
+};
+
 // Conversions from the core's types (trace/aggregator.h), for an agent that already builds them.
 WireTensor ToWireTensor(const TensorInfo& tensor);
 ForwardEvent ToForwardEvent(uint32_t layer_id, uint64_t step, const ForwardSample& sample);

@@ -464,4 +464,20 @@ void DecodeForwardTensors(std::string_view forward, std::vector<TensorInfo>* inp
   });
 }
 
+std::optional<std::string_view> EventBatchOfMessage(std::string_view payload) {
+  if (payload.size() < 2 || static_cast<uint8_t>(payload[0]) != T(3, kLength)) return std::nullopt;
+  uint64_t len = 0;
+  size_t i = 1;
+  for (int shift = 0; i < payload.size() && shift < 35; shift += 7, ++i) {
+    const uint8_t b = static_cast<uint8_t>(payload[i]);
+    len |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      ++i;
+      if (len != payload.size() - i) return std::nullopt;
+      return payload.substr(i);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace tracetorch::protocol::wire

@@ -82,6 +82,13 @@ absl::StatusOr<EventBatchSummary> SkimEventBatch(std::string_view batch);
 void DecodeForwardTensors(std::string_view forward, std::vector<TensorInfo>* inputs,
                           std::vector<TensorInfo>* outputs);
 
+// When `payload` (an AgentMessage's bytes, no frame header) is exactly AgentMessage{events: ...}
+// (field 3, length-delimited, nothing else: what the client library sends), returns the EventBatch
+// bytes within it, a view into `payload`, for DecodeEventBatch; nullopt for anything else (another
+// kind, extra fields, a malformed length), which the caller parses as a whole message
+// (protocol/agent_proto.h).
+std::optional<std::string_view> EventBatchOfMessage(std::string_view payload);
+
 }  // namespace tracetorch::protocol::wire
 
 #endif  // TRACETORCH_PROTOCOL_FRAME_DECODER_H_

@@ -39,12 +39,12 @@ double NoisyWithStalls(int step) { return step % 10 == 4 ? 5.0 : Noisy(step); }
 // Every step 60% slower: beyond the threshold and beyond the jitter.
 double Slower(int step) { return 1.6 * Noisy(step); }
 
-v1::Hello MakeHello() {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(42);
-  h.mutable_identity()->set_host("box");
-  h.mutable_identity()->set_model_name("Net");
+protocol::Hello MakeHello() {
+  protocol::Hello h;
+  h.protocol_version = 1;
+  h.identity.pid = 42;
+  h.identity.host = "box";
+  h.identity.model_name = "Net";
   return h;
 }
 
@@ -96,19 +96,19 @@ class DiffServiceTest : public ::testing::Test {
     EXPECT_TRUE(opened.ok()) << opened.status();
     if (!opened.ok()) return "";
     Session& s = *opened->session;
-    v1::LayerTable table;
+    std::vector<protocol::LayerDecl> table;
     struct Decl {
       uint32_t id;
       const char* name;
       const char* type;
     };
     for (const Decl& decl : {Decl{0, "fc", "Linear"}, Decl{1, "act", "ReLU"}}) {
-      v1::LayerDecl* d = table.add_layers();
-      d->set_id(decl.id);
-      d->set_name(decl.name);
-      d->set_type(decl.type);
-      d->set_full_name(absl::StrCat("net.", decl.name));
-      d->set_depth(2);
+      protocol::LayerDecl& d = table.emplace_back();
+      d.id = decl.id;
+      d.info.name = decl.name;
+      d.info.type = decl.type;
+      d.info.full_name = absl::StrCat("net.", decl.name);
+      d.info.depth = 2;
     }
     EXPECT_TRUE(s.DeclareLayers(table).ok());
     v1::EventBatch batch;
@@ -124,8 +124,8 @@ class DiffServiceTest : public ::testing::Test {
         out->mutable_stats()->set_std(0.5);
       }
     }
-    EXPECT_EQ(s.AddBatch(batch).rejected, 0u);
-    s.Finish(v1::End(), absl::Now());
+    EXPECT_EQ(s.AddBatchBytes(batch.SerializeAsString()).value().rejected, 0u);
+    s.Finish(protocol::End(), absl::Now());
     manager_->Release(opened->session, opened->attachment, /*ended=*/true);
     return s.id();
   }

@@ -72,7 +72,7 @@ class FlightMonitorTest : public ::testing::Test {
     session_ = std::make_shared<Session>("s1", MakeHello(), PeerCredentials{42, 1000, 1000},
                                          absl::Now(), SessionLimits{}, Thresholds{});
     EXPECT_TRUE(session_->DeclareLayers(Table(5)).ok());
-    session_->AddBatch(Batch({0, 1, 2, 3, 4}, 0, 3));
+    session_->AddBatchBytes(Batch({0, 1, 2, 3, 4}, 0, 3).SerializeAsString()).value();
     recorder_ = *flight::Recorder::Create();
     for (int i = 0; i < 5; ++i) recorder_->AddName(i, absl::StrCat("net.l", i));
   }
@@ -304,7 +304,7 @@ TEST_F(FlightMonitorTest, TheFirstNanOriginGetsOneBundle) {
   nan.mutable_nan_origin()->set_layer("net.l3");
   nan.mutable_nan_origin()->set_step(3);
   nan.mutable_nan_origin()->set_is_nan(true);
-  session_->AddBatch(nan);
+  session_->AddBatchBytes(nan.SerializeAsString()).value();
   monitor->Poll();
   monitor->Poll();
   std::vector<v1::ForensicBundle> bundles = Bundles(*monitor);

@@ -2,33 +2,27 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <utility>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/crash_point.h"
+#include "protocol/agent_proto.h"
+#include "protocol/frame_decoder.h"
 #include "protocol/wire.h"
 
 namespace tracetorch::daemon {
-
-void AppendDaemonFrame(const v1::DaemonMessage& message, std::string* out) {
-  const size_t size = message.ByteSizeLong();
-  const size_t start = out->size();
-  out->resize(start + protocol::wire::kFrameHeaderBytes + size);
-  protocol::wire::PutFrameHeader(static_cast<uint32_t>(size), out->data() + start);
-  message.SerializeWithCachedSizesToArray(
-      reinterpret_cast<uint8_t*>(out->data() + start + protocol::wire::kFrameHeaderBytes));
-}
-
 namespace {
 
+using protocol::wire::DaemonReply;
+
 void AppendError(const absl::Status& status, bool fatal, std::string* out) {
-  v1::DaemonMessage m;
-  v1::IngestError* e = m.mutable_error();
-  e->set_message(std::string(status.message()));
-  e->set_code(static_cast<int32_t>(status.code()));
-  e->set_fatal(fatal);
-  AppendDaemonFrame(m, out);
+  DaemonReply error;
+  error.kind = DaemonReply::Kind::kError;
+  error.message = std::string(status.message());
+  error.code = static_cast<int32_t>(status.code());
+  error.fatal = fatal;
+  protocol::AppendDaemonFrame(error, out);
 }
 
 }  // namespace
@@ -92,32 +86,11 @@ bool IngestConnection::OnFrameHeader(uint32_t length, std::string* out) {
   return true;
 }
 
-namespace {
-
-// When `payload` is exactly AgentMessage{events: <bytes>} (tag 3, length-delimited, nothing else),
-// returns the EventBatch bytes.
-std::optional<std::string_view> EventBatchBytes(std::string_view payload) {
-  if (payload.size() < 2 || static_cast<uint8_t>(payload[0]) != ((3 << 3) | 2)) return std::nullopt;
-  uint64_t len = 0;
-  size_t i = 1;
-  for (int shift = 0; i < payload.size() && shift < 35; shift += 7, ++i) {
-    const uint8_t b = static_cast<uint8_t>(payload[i]);
-    len |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      ++i;
-      if (len != payload.size() - i) return std::nullopt;
-      return payload.substr(i);
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
   Bump(counters_->bytes_received, payload.size() + protocol::wire::kFrameHeaderBytes);
   if (session_ != nullptr && !ended_) {
-    if (std::optional<std::string_view> bytes = EventBatchBytes(payload); bytes.has_value()) {
+    if (std::optional<std::string_view> bytes = protocol::wire::EventBatchOfMessage(payload);
+        bytes.has_value()) {
       // The hot path: decoded from the frame's bytes (protocol/frame_decoder.h), no message.
       absl::StatusOr<BatchOutcome> r = session_->AddBatchBytes(*bytes);
       if (!r.ok()) {
@@ -129,26 +102,23 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
       return true;
     }
   }
-  // A message parsed from a large frame keeps that much memory allocated (Clear() keeps repeated
-  // fields' capacity): such a one is replaced by a fresh message once handled.
-  constexpr size_t kKeepMessageBelow = 64 << 10;
-  absl::Cleanup reset_large = [this, large = payload.size() >= kKeepMessageBelow] {
-    if (large) message_ = v1::AgentMessage();
-  };
-  if (!message_.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  // Every other message (rare: a Hello, a layer table, heartbeats, the End) is decoded whole.
+  absl::StatusOr<protocol::AgentMessage> message = protocol::DecodeAgentMessage(payload);
+  if (!message.ok()) {
     return Fail("garbage", absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
                 /*count_frame=*/true, out);
   }
+  using Kind = protocol::AgentMessage::Kind;
   if (ended_) {
     return Fail("after end", absl::FailedPreconditionError("message after End"),
                 /*count_frame=*/true, out);
   }
   if (session_ == nullptr) {
-    if (!message_.has_hello()) {
+    if (message->kind != Kind::kHello) {
       return Fail("no hello", absl::FailedPreconditionError("the first message must be a Hello"),
                   /*count_frame=*/true, out);
     }
-    absl::StatusOr<SessionManager::Opened> opened = manager_->Open(message_.hello(), peer_);
+    absl::StatusOr<SessionManager::Opened> opened = manager_->Open(message->hello, peer_);
     if (!opened.ok()) {
       return Fail(absl::StrCat("hello ", absl::StatusCodeToString(opened.status().code())),
                   opened.status(), /*count_frame=*/false, out);
@@ -158,35 +128,39 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     session_id_ = session_->id();
     if (durable_wake_) listener_ = session_->AddDurableListener(durable_wake_);
     told_ = session_->durable();
-    FollowSession(message_.hello().has_flight_recorder());
-    v1::DaemonMessage welcome;
-    welcome.mutable_welcome()->set_session_id(session_id_);
-    welcome.mutable_welcome()->set_resumed(opened->resumed);
+    FollowSession(message->hello.flight_recorder);
+    DaemonReply welcome;
+    welcome.kind = DaemonReply::Kind::kWelcome;
+    welcome.session_id = session_id_;
+    welcome.resumed = opened->resumed;
     if (manager_->persistent()) {  // Else nothing is ever durable: say nothing will be.
-      welcome.mutable_welcome()->set_durable_sequence(told_.sequence);
-      welcome.mutable_welcome()->set_durable_events(told_.events);
+      welcome.durable_sequence = told_.sequence;
+      welcome.durable_events = told_.events;
     }
-    AppendDaemonFrame(welcome, out);
+    protocol::AppendDaemonFrame(welcome, out);
     return true;
   }
-  switch (message_.kind_case()) {
-    case v1::AgentMessage::kHello:
+  switch (message->kind) {
+    case Kind::kHello:
       return Fail("second hello", absl::FailedPreconditionError("a second Hello on one connection"),
                   /*count_frame=*/true, out);
-    case v1::AgentMessage::kLayerTable:
-      if (absl::Status s = session_->DeclareLayers(message_.layer_table()); !s.ok()) {
+    case Kind::kLayerTable:
+      if (absl::Status s = session_->DeclareLayers(message->layers); !s.ok()) {
         if (s.code() == absl::StatusCode::kResourceExhausted) Bump(counters_->limit_hits);
         return Fail("layer table", s, /*count_frame=*/true, out);
       }
       return true;
-    case v1::AgentMessage::kEvents:  // Not the exact framing of the hot path (extra fields).
-      HandleOutcome(session_->AddBatch(message_.events()), out);
+    case Kind::kEvents: {  // Not the exact framing of the hot path (extra fields).
+      // The bytes were re-encoded from a parsed message: they decode.
+      absl::StatusOr<BatchOutcome> r = session_->AddBatchBytes(message->events);
+      HandleOutcome(r.ok() ? *r : BatchOutcome{}, out);
       return true;
-    case v1::AgentMessage::kHeartbeat:
-      session_->Heartbeat(message_.heartbeat());
+    }
+    case Kind::kHeartbeat:
+      session_->Heartbeat(message->heartbeat);
       return true;
-    case v1::AgentMessage::kEnd:
-      session_->Finish(message_.end(), absl::Now());
+    case Kind::kEnd:
+      session_->Finish(message->end, absl::Now());
       ended_ = true;
       // The final snapshot now, and its acknowledgement with it: the agent holds the session's
       // tail until it has one.
@@ -194,7 +168,7 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
       Release();
       AppendDurable(out);
       return true;
-    case v1::AgentMessage::KIND_NOT_SET:
+    case Kind::kNone:
       break;
   }
   return Fail("empty message", absl::InvalidArgumentError("AgentMessage without a kind"),
@@ -254,10 +228,11 @@ void IngestConnection::AppendDurable(std::string* out) {
   const Session::Durable now = session_->durable();
   if (now.sequence <= told_.sequence && now.events <= told_.events) return;
   told_ = now;
-  v1::DaemonMessage m;
-  m.mutable_durable()->set_sequence(now.sequence);
-  m.mutable_durable()->set_events(now.events);
-  AppendDaemonFrame(m, out);
+  DaemonReply durable;
+  durable.kind = DaemonReply::Kind::kDurable;
+  durable.durable_sequence = now.sequence;
+  durable.durable_events = now.events;
+  protocol::AppendDaemonFrame(durable, out);
 }
 
 void IngestConnection::OnTimeout(const absl::Status& status, std::string* out) {

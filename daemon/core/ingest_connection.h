@@ -41,7 +41,6 @@
 #include "daemon/core/rate_limited_log.h"
 #include "daemon/core/session.h"
 #include "daemon/core/session_manager.h"
-#include "tracetorch/v1/agent.pb.h"
 
 namespace tracetorch::daemon {
 
@@ -110,9 +109,6 @@ class IngestConnection {
   const uint32_t max_frame_bytes_;
   const std::function<void()> durable_wake_;
 
-  // For messages other than event batches (those are decoded from the bytes). Reset after a large
-  // frame, so that a connection does not keep a large message's memory.
-  v1::AgentMessage message_;
   std::shared_ptr<Session> session_;
   uint64_t attachment_ = 0;
   uint64_t listener_ = 0;  // The session's durable listener (durable_wake_), 0 when none.
@@ -126,9 +122,6 @@ class IngestConnection {
   int passed_fd_ = -1;                        // Owned; -1: none.
   std::shared_ptr<ProcessProbe> peer_probe_;  // For PeerStopped(); null when not available.
 };
-
-// Appends a DaemonMessage frame (u32 LE length + payload) to `out`.
-void AppendDaemonFrame(const v1::DaemonMessage& message, std::string* out);
 
 }  // namespace tracetorch::daemon
 

@@ -276,7 +276,7 @@ TEST_F(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledge
   // The connection is gone: its wake-up is no longer called.
   v1::EventBatch more;
   more.add_forward()->set_layer_id(0);
-  manager_->Find(id)->session->AddBatch(more);
+  manager_->Find(id)->session->AddBatchBytes(more.SerializeAsString()).value();
   manager_->WriteDueSnapshots();
   EXPECT_EQ(counters_.snapshots_written.load(), 3u);
   EXPECT_EQ(wakes, 1);

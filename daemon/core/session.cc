@@ -12,6 +12,7 @@
 #include "daemon/core/crash_point.h"
 #include "daemon/core/data_dir.h"
 #include "google/protobuf/util/json_util.h"
+#include "protocol/agent_proto.h"
 #include "protocol/codes.h"
 #include "protocol/frame_decoder.h"
 #include "protocol/record_proto.h"
@@ -61,15 +62,15 @@ void FlightToProto(const FlightStatus& f, v1::FlightStatus* out) {
   out->set_bundles(f.bundles);
 }
 
-TraceMetadata MetadataFromIdentity(const v1::ProcessIdentity& id) {
+TraceMetadata MetadataFromIdentity(const protocol::ProcessIdentity& id) {
   TraceMetadata m;
-  m.model_name = id.model_name();
-  m.pytorch_version = id.torch_version();
-  m.python_version = id.python_version();
-  m.platform = id.platform();
-  m.cuda_available = id.cuda_available();
-  if (!id.cuda_version().empty()) m.cuda_version = id.cuda_version();
-  if (!id.active_device().empty()) m.active_device = id.active_device();
+  m.model_name = id.model_name;
+  m.pytorch_version = id.torch_version;
+  m.python_version = id.python_version;
+  m.platform = id.platform;
+  m.cuda_available = id.cuda_available;
+  if (!id.cuda_version.empty()) m.cuda_version = id.cuda_version;
+  if (!id.active_device.empty()) m.active_device = id.active_device;
   return m;
 }
 
@@ -165,17 +166,17 @@ TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after) {
   return out;
 }
 
-Session::Session(std::string id, const v1::Hello& hello, PeerCredentials peer, absl::Time started,
+Session::Session(std::string id, const protocol::Hello& hello, PeerCredentials peer, absl::Time started,
                  SessionLimits limits, Thresholds thresholds, std::optional<Restored> restored)
     : id_(std::move(id)),
       started_(started),
       limits_(limits),
       thresholds_(thresholds),
       restored_(std::move(restored)),
-      aggregator_(MetadataFromIdentity(hello.identity())),
-      identity_(hello.identity()),
+      aggregator_(MetadataFromIdentity(hello.identity)),
+      identity_(hello.identity),
       peer_(peer) {
-  client_dropped_ = hello.dropped_events();
+  client_dropped_ = hello.dropped_events;
   if (restored_.has_value()) {
     const v1::SessionInfo& info = restored_->entry.info();
     events_ = info.events();
@@ -193,25 +194,27 @@ Session::Session(std::string id, const v1::Hello& hello, PeerCredentials peer, a
   }
 }
 
-absl::Status Session::DeclareLayers(const v1::LayerTable& table) {
+absl::Status Session::DeclareLayers(absl::Span<const protocol::LayerDecl> layers) {
   absl::MutexLock lock(&mu_);
   ++changes_;
-  for (const v1::LayerDecl& decl : table.layers()) {
+  for (const protocol::LayerDecl& decl : layers) {
+    const LayerInfo& declared = decl.info;
     // Ids are dense in practice; allow some slack, but never let an id size our tables.
     const size_t id_limit = limits_.max_layers * 4;
-    if (decl.id() >= id_limit) {
-      return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id(), " (\"",
-                                                     decl.full_name(), "\") is not below ",
+    if (decl.id >= id_limit) {
+      return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id, " (\"",
+                                                     declared.full_name, "\") is not below ",
                                                      id_limit, " (4 x the layer limit)"));
     }
-    if (decl.name().size() > kMaxLayerNameBytes || decl.type().size() > kMaxLayerNameBytes ||
-        decl.full_name().size() > kMaxLayerNameBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id(),
+    if (declared.name.size() > kMaxLayerNameBytes || declared.type.size() > kMaxLayerNameBytes ||
+        declared.full_name.size() > kMaxLayerNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("layer id ", decl.id,
                                                      ": a name, type or full name is longer than ",
                                                      kMaxLayerNameBytes, " bytes"));
     }
-    const size_t wire = decl.id();
-    const std::string& full_name = decl.full_name().empty() ? decl.name() : decl.full_name();
+    const size_t wire = decl.id;
+    const std::string& full_name =
+        declared.full_name.empty() ? declared.name : declared.full_name;
     if (wire < wire_names_.size() && agg_ids_[wire] >= 0) {
       if (wire_names_[wire] == full_name) continue;  // Re-declared (reconnect): already known.
       return absl::InvalidArgumentError(absl::StrCat("layer id ", wire, " re-declared as \"",
@@ -222,12 +225,8 @@ absl::Status Session::DeclareLayers(const v1::LayerTable& table) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "session ", id_, " declares more than ", limits_.max_layers, " layers (--max-layers)"));
     }
-    LayerInfo info;
-    info.name = decl.name();
-    info.type = decl.type();
+    LayerInfo info = declared;
     info.full_name = full_name;
-    info.depth = decl.depth();
-    info.params = decl.params();
     absl::StatusOr<TraceAggregator::LayerId> id = aggregator_.DeclareLayer(info);
     if (!id.ok()) return id.status();
     if (wire >= agg_ids_.size()) {
@@ -365,10 +364,6 @@ void Session::ApplyBackwardLocked(const protocol::BackwardEvent& e, TraceAggrega
   ++out->accepted;
 }
 
-BatchOutcome Session::AddBatch(const v1::EventBatch& batch) {
-  absl::StatusOr<BatchOutcome> out = AddBatchBytes(batch.SerializeAsString());
-  return out.ok() ? *std::move(out) : BatchOutcome{};  // A message always serialises validly.
-}
 
 absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
   // The batch's own fields first (cheap: the events are not decoded), then one pass over the
@@ -436,26 +431,26 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
   return out;
 }
 
-void Session::Heartbeat(const v1::Heartbeat& heartbeat) {
+void Session::Heartbeat(const protocol::Heartbeat& heartbeat) {
   absl::MutexLock lock(&mu_);
-  if (heartbeat.dropped_events() > client_dropped_) {
-    client_dropped_ = heartbeat.dropped_events();
+  if (heartbeat.dropped_events > client_dropped_) {
+    client_dropped_ = heartbeat.dropped_events;
     ++changes_;
   }
 }
 
-void Session::Finish(const v1::End& end, absl::Time now) {
+void Session::Finish(const protocol::End& end, absl::Time now) {
   absl::MutexLock lock(&mu_);
   ++changes_;
-  client_dropped_ = std::max(client_dropped_, end.dropped_events());
-  if (end.has_total_time_ms()) {
+  client_dropped_ = std::max(client_dropped_, end.dropped_events);
+  if (end.total_time_ms.has_value()) {
     TraceMetadata m = aggregator_.metadata();
-    m.total_time_ms = end.total_time_ms();
+    m.total_time_ms = *end.total_time_ms;
     aggregator_.SetMetadata(std::move(m));
   }
-  if (end.hook_errors() > 0) {
+  if (end.hook_errors > 0) {
     TraceMetadata m = aggregator_.metadata();
-    m.SetExtra("hook_errors", absl::StrCat(end.hook_errors()));
+    m.SetExtra("hook_errors", absl::StrCat(end.hook_errors));
     aggregator_.SetMetadata(std::move(m));
   }
   state_ = SessionState::kFinished;
@@ -470,21 +465,20 @@ void Session::Abort(absl::Time now) {
   ended_ = now;
 }
 
-void Session::Resume(const v1::Hello& hello, PeerCredentials peer) {
+void Session::Resume(const protocol::Hello& hello, PeerCredentials peer) {
   absl::MutexLock lock(&mu_);
   ++changes_;
   state_ = SessionState::kLive;
   ended_ = absl::InfinitePast();
   peer_ = peer;
-  client_dropped_ = std::max(client_dropped_, hello.dropped_events());
+  client_dropped_ = std::max(client_dropped_, hello.dropped_events);
   AccountHelloLocked(hello);
 }
 
-void Session::AccountHelloLocked(const v1::Hello& hello) {
+void Session::AccountHelloLocked(const protocol::Hello& hello) {
   // An agent that re-sends will write again everything from replay_first_event on; the rest of
   // what it sent and we do not hold is lost in transit.
-  const uint64_t resent_from =
-      hello.has_replay_first_event() ? hello.replay_first_event() : hello.sent_events();
+  const uint64_t resent_from = hello.replay_first_event.value_or(hello.sent_events);
   const uint64_t position = PositionLocked();
   if (resent_from > position) lost_events_ += resent_from - position;
 }
@@ -551,7 +545,7 @@ v1::SessionInfo Session::InfoLocked() const {
       info.set_state(v1::SESSION_STATE_ABORTED);
       break;
   }
-  *info.mutable_identity() = identity_;
+  protocol::ToProto(identity_, info.mutable_identity());
   info.set_started_unix_ns(absl::ToUnixNanos(started_));
   info.set_ended_unix_ns(state_ == SessionState::kLive ? 0 : absl::ToUnixNanos(ended_));
   info.set_events(events_);

@@ -1,7 +1,8 @@
 // One traced process run as the daemon keeps it: the same aggregation and anomaly detection as the
 // agent's embedded mode (TraceAggregator, DetectAnomalies), a bounded per-step history per layer,
-// its state (live / finished / aborted) and counters. Plain C++: no sockets, fed decoded wire
-// messages by an IngestConnection (or a test).
+// its state (live / finished / aborted) and counters. Plain C++: no sockets and no wire
+// messages, fed the plain types of protocol/events.h (and event batches as their bytes, decoded
+// by protocol/frame_decoder.h) by an IngestConnection (or a test).
 //
 // Memory: bounded by SessionLimits (declared layers, history points per layer), never by run
 // length.
@@ -22,14 +23,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "absl/time/time.h"
 #include "daemon/core/flight_status.h"
 #include "daemon/core/history.h"
+#include "protocol/events.h"
 #include "protocol/frame_decoder.h"
 #include "trace/aggregator.h"
 #include "trace/anomaly.h"
 #include "trace/record.h"
-#include "tracetorch/v1/agent.pb.h"
 #include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::daemon {
@@ -77,18 +79,20 @@ class Session {
   };
 
   // `id` must already be safe as a file name (SessionManager makes it so).
-  Session(std::string id, const v1::Hello& hello, PeerCredentials peer, absl::Time started,
+  Session(std::string id, const protocol::Hello& hello, PeerCredentials peer, absl::Time started,
           SessionLimits limits, Thresholds thresholds, std::optional<Restored> restored = {});
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
 
-  // Declares layers (matched by full_name on re-declaration). InvalidArgument for a wire id at or
-  // above 4 x max_layers, an id re-used for another layer, a type conflict, or a name, type or
-  // full name longer than kMaxLayerNameBytes; ResourceExhausted
-  // when the session would exceed max_layers. Valid entries before the bad one are kept.
-  absl::Status DeclareLayers(const v1::LayerTable& table) ABSL_LOCKS_EXCLUDED(mu_);
+  // Declares layers (matched by full_name on re-declaration; a layer without a full name goes by
+  // its name). InvalidArgument for a wire id at or above 4 x max_layers, an id re-used for another
+  // layer, a type conflict, or a name, type or full name longer than kMaxLayerNameBytes;
+  // ResourceExhausted when the session would exceed max_layers. Valid entries before the bad one
+  // are kept.
+  absl::Status DeclareLayers(absl::Span<const protocol::LayerDecl> layers)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Feeds a batch, given as its wire bytes (an EventBatch without frame header or AgentMessage
   // tag; protocol/frame_decoder.h decodes it, allocating nothing per event), to the aggregator and
@@ -101,19 +105,17 @@ class Session {
   // fields are malformed, and the events before the first malformed one otherwise (counted in
   // events(): the caller closes the connection).
   absl::StatusOr<BatchOutcome> AddBatchBytes(std::string_view batch) ABSL_LOCKS_EXCLUDED(mu_);
-  // The same for a message (tests, and batches that came framed with extra fields).
-  BatchOutcome AddBatch(const v1::EventBatch& batch) ABSL_LOCKS_EXCLUDED(mu_);
 
-  void Heartbeat(const v1::Heartbeat& heartbeat) ABSL_LOCKS_EXCLUDED(mu_);
+  void Heartbeat(const protocol::Heartbeat& heartbeat) ABSL_LOCKS_EXCLUDED(mu_);
   // End received: state finished.
-  void Finish(const v1::End& end, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  void Finish(const protocol::End& end, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Connection lost without End: state aborted (a finished session stays finished).
   void Abort(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // A reconnect with resume_session_id: live again; events the agent wrote to earlier
   // connections that never arrived count as dropped: with hello.replay_first_event (an agent that
   // re-sends what is not durable), those below it; without, hello.sent_events minus what was
   // received. The agent re-sends its layer table next.
-  void Resume(const v1::Hello& hello, PeerCredentials peer) ABSL_LOCKS_EXCLUDED(mu_);
+  void Resume(const protocol::Hello& hello, PeerCredentials peer) ABSL_LOCKS_EXCLUDED(mu_);
 
   // How far the session's latest snapshot on disk goes (the restored one after a restart): the
   // highest batch sequence and the stream position it holds. Zero before any.
@@ -213,7 +215,7 @@ class Session {
   // Events + rejected + lost: every stream position accounted for.
   uint64_t PositionLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Counts as lost what a (re)connecting agent wrote before and will not send again.
-  void AccountHelloLocked(const v1::Hello& hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AccountHelloLocked(const protocol::Hello& hello) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // AddBatchBytes' pass over the events (session.cc) and what it does per event.
   class ApplyPass;
@@ -232,7 +234,7 @@ class Session {
   TraceAggregator aggregator_;  // Thread-safe itself; written only under mu_.
 
   mutable absl::Mutex mu_;
-  v1::ProcessIdentity identity_ ABSL_GUARDED_BY(mu_);
+  protocol::ProcessIdentity identity_ ABSL_GUARDED_BY(mu_);
   PeerCredentials peer_ ABSL_GUARDED_BY(mu_);
   SessionState state_ ABSL_GUARDED_BY(mu_) = SessionState::kLive;
   absl::Time ended_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

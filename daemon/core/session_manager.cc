@@ -12,6 +12,7 @@
 #include "daemon/core/data_dir.h"
 #include "google/protobuf/util/json_util.h"
 #include "protocol/record_proto.h"
+#include "protocol/wire.h"
 #include "spdlog/spdlog.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
@@ -133,27 +134,27 @@ absl::Status SessionManager::LoadIndex() {
   return absl::OkStatus();
 }
 
-std::string SessionManager::NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started,
+std::string SessionManager::NewIdLocked(const protocol::ProcessIdentity& identity, absl::Time started,
                                         int32_t uid) {
   while (true) {
     std::string id = key_->Tag(
-        MakeSessionId(absl::ToUnixNanos(started), identity.host(), identity.pid(), next_counter_++),
+        MakeSessionId(absl::ToUnixNanos(started), identity.host, identity.pid, next_counter_++),
         uid);
     if (!entries_.contains(id)) return id;
   }
 }
 
-absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hello,
+absl::StatusOr<SessionManager::Opened> SessionManager::Open(const protocol::Hello& hello,
                                                             const PeerCredentials& peer) {
-  if (hello.protocol_version() != v1::PROTOCOL_VERSION_1) {
+  if (hello.protocol_version != protocol::wire::kProtocolVersion) {
     return absl::InvalidArgumentError(absl::StrCat("unsupported protocol version ",
-                                                   static_cast<int>(hello.protocol_version()),
+                                                   hello.protocol_version,
                                                    "; this tracetorchd speaks version 1"));
   }
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_();
 
-  if (const std::string& resume = hello.resume_session_id(); !resume.empty()) {
+  if (const std::string& resume = hello.resume_session_id; !resume.empty()) {
     auto it = entries_.find(resume);
     if (it != entries_.end()) {
       Entry& e = it->second;
@@ -184,7 +185,7 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hel
 
   // A session whose snapshot is on disk but not in the index (the daemon died between the two):
   // it continues from the snapshot, as if the index had listed it.
-  if (const std::string& resume = hello.resume_session_id();
+  if (const std::string& resume = hello.resume_session_id;
       !resume.empty() && !options_.data_dir.empty() && !entries_.contains(resume) &&
       IsSafeId(resume)) {
     absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(resume));
@@ -239,7 +240,7 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hel
   // vanishing into a new session. Never for a malformed id, one whose owner tag is not the peer's
   // (no uid takes over another's id), nor over a snapshot on disk (a session forgotten by the
   // index limit).
-  const std::string& resume = hello.resume_session_id();
+  const std::string& resume = hello.resume_session_id;
   const bool adopt = !resume.empty() && !entries_.contains(resume) && IsSafeId(resume) &&
                      key_->Owns(resume, peer.uid) &&
                      (options_.data_dir.empty() || !std::filesystem::exists(SnapshotPath(resume)));
@@ -247,7 +248,7 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const v1::Hello& hel
     spdlog::debug("uid {} cannot continue unknown session {} (not tagged for it): a new session",
                   peer.uid, resume);
   }
-  const std::string id = adopt ? resume : NewIdLocked(hello.identity(), now, peer.uid);
+  const std::string id = adopt ? resume : NewIdLocked(hello.identity, now, peer.uid);
   e.session =
       std::make_shared<Session>(id, hello, peer, now, options_.session_limits, options_.thresholds);
   if (adopt) e.session->Resume(hello, peer);  // Counts hello.sent_events as lost.

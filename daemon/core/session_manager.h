@@ -65,7 +65,7 @@
 #include "daemon/core/session.h"
 #include "daemon/core/session_key.h"
 #include "daemon/core/write_health.h"
-#include "tracetorch/v1/agent.pb.h"
+#include "protocol/events.h"
 #include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::daemon {
@@ -123,7 +123,7 @@ class SessionManager {
   // another uid (or untagged) or one whose snapshot file exists starts a session of a new id.
   // InvalidArgument for an unsupported protocol version; ResourceExhausted at the live-session
   // limits (in all, per uid); PermissionDenied when another uid tries to resume a known session.
-  absl::StatusOr<Opened> Open(const v1::Hello& hello, const PeerCredentials& peer)
+  absl::StatusOr<Opened> Open(const protocol::Hello& hello, const PeerCredentials& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The connection that opened `attachment` is gone, or its agent sent End (`ended`). Without
@@ -219,7 +219,7 @@ class SessionManager {
   // outside the lock (RemoveSnapshots).
   std::vector<std::string> PruneLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveSnapshots(const std::vector<std::string>& paths) const;
-  std::string NewIdLocked(const v1::ProcessIdentity& identity, absl::Time started, int32_t uid)
+  std::string NewIdLocked(const protocol::ProcessIdentity& identity, absl::Time started, int32_t uid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SessionManagerOptions options_;

@@ -20,20 +20,20 @@ namespace {
 
 using test_util::TempDir;
 
-v1::Hello MakeHello(const std::string& host = "box", int pid = 10) {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(pid);
-  h.mutable_identity()->set_host(host);
-  h.mutable_identity()->set_job_id("job-a");
+protocol::Hello MakeHello(const std::string& host = "box", int pid = 10) {
+  protocol::Hello h;
+  h.protocol_version = 1;
+  h.identity.pid = pid;
+  h.identity.host = host;
+  h.identity.job_id = "job-a";
   return h;
 }
 
 void Feed(Session& s, int events) {
-  v1::LayerTable t;
-  t.add_layers()->set_id(0);
-  t.mutable_layers(0)->set_full_name("fc");
-  t.mutable_layers(0)->set_type("Linear");
+  std::vector<protocol::LayerDecl> t(1);
+  t[0].id = 0;
+  t[0].info.full_name = "fc";
+  t[0].info.type = "Linear";
   ASSERT_TRUE(s.DeclareLayers(t).ok());
   v1::EventBatch b;
   for (int i = 0; i < events; ++i) {
@@ -42,7 +42,7 @@ void Feed(Session& s, int events) {
     e->set_step(static_cast<uint64_t>(i));
     e->set_latency_ms(1.0 + i);
   }
-  s.AddBatch(b);
+  s.AddBatchBytes(b.SerializeAsString()).value();
 }
 
 TEST(MakeSessionId, IsAlwaysASafeFileName) {
@@ -100,10 +100,10 @@ TEST(SessionManager, RejectsUnknownProtocolVersion) {
   DaemonCounters counters;
   auto m = SessionManager::Create({}, &counters);
   ASSERT_TRUE(m.ok());
-  v1::Hello h = MakeHello();
-  h.set_protocol_version(static_cast<v1::ProtocolVersion>(7));
+  protocol::Hello h = MakeHello();
+  h.protocol_version = 7;
   EXPECT_EQ((*m)->Open(h, {}).status().code(), absl::StatusCode::kInvalidArgument);
-  h.set_protocol_version(v1::PROTOCOL_VERSION_UNSPECIFIED);
+  h.protocol_version = 0;  // PROTOCOL_VERSION_UNSPECIFIED
   EXPECT_EQ((*m)->Open(h, {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -120,7 +120,7 @@ TEST(SessionManager, LiveSessionLimit) {
   auto c = (*m)->Open(MakeHello(), {});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(counters.limit_hits.load(), 1u);
-  a->session->Finish(v1::End(), absl::Now());
+  a->session->Finish(protocol::End(), absl::Now());
   (*m)->Release(a->session, a->attachment, /*ended=*/true);
   EXPECT_TRUE((*m)->Open(MakeHello(), {}).ok());
 }
@@ -136,7 +136,7 @@ TEST(SessionManager, EvictsEndedSessionsToDiskAndStillServesThem) {
   auto a = (*m)->Open(MakeHello("a"), {});
   ASSERT_TRUE(a.ok());
   Feed(*a->session, 2);
-  v1::End end;
+  protocol::End end;
   a->session->Finish(end, absl::Now());
   (*m)->Release(a->session, a->attachment, /*ended=*/true);
   auto b = (*m)->Open(MakeHello("b"), {});
@@ -177,9 +177,9 @@ TEST(SessionManager, RestartListsPastSessionsAndResumesALiveOne) {
   EXPECT_EQ(list[0].session_id(), id);
   EXPECT_EQ(list[0].state(), v1::SESSION_STATE_ABORTED);
 
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(id);
-  resume.set_sent_events(10);  // 4 arrived before the restart; 6 were lost in flight.
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = id;
+  resume.sent_events = 10;  // 4 arrived before the restart; 6 were lost in flight.
   EXPECT_EQ((*m)->Open(resume, {1, 2000, 2000}).status().code(),
             absl::StatusCode::kPermissionDenied);  // Another uid.
   auto r = (*m)->Open(resume, {1, 1000, 1000});
@@ -203,8 +203,8 @@ TEST(SessionManager, StaleAttachmentDoesNotAbortAResumedSession) {
   ASSERT_TRUE(m.ok());
   auto a = (*m)->Open(MakeHello(), {});
   ASSERT_TRUE(a.ok());
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(a->session->id());
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = a->session->id();
   auto b = (*m)->Open(resume, {});  // The agent reconnected before the old socket was noticed.
   ASSERT_TRUE(b.ok());
   EXPECT_TRUE(b->resumed);
@@ -217,10 +217,10 @@ TEST(SessionManager, FinishedSessionIsNotResumed) {
   auto m = SessionManager::Create({}, &counters);
   ASSERT_TRUE(m.ok());
   auto a = (*m)->Open(MakeHello(), {});
-  a->session->Finish(v1::End(), absl::Now());
+  a->session->Finish(protocol::End(), absl::Now());
   (*m)->Release(a->session, a->attachment, true);
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(a->session->id());
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = a->session->id();
   auto b = (*m)->Open(resume, {});
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(b->resumed);
@@ -263,7 +263,7 @@ std::string OpenFeedEnd(SessionManager& m, int events, absl::Time now, int32_t u
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return "";
   if (events > 0) Feed(*s->session, events);
-  s->session->Finish(v1::End(), now);
+  s->session->Finish(protocol::End(), now);
   m.Release(s->session, s->attachment, /*ended=*/true);
   return s->session->id();
 }
@@ -407,9 +407,9 @@ TEST(SessionManager, AResumeOfAnUnknownSessionKeepsItsIdAndCountsTheGap) {
   auto m = SessionManager::Create(o, &counters);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_TRUE((*m)->List().empty());
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(id);
-  resume.set_sent_events(7);
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = id;
+  resume.sent_events = 7;
   auto r = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->resumed);
@@ -420,13 +420,13 @@ TEST(SessionManager, AResumeOfAnUnknownSessionKeepsItsIdAndCountsTheGap) {
   EXPECT_EQ(info.dropped_events(), 7u);  // 10 sent in all: 3 received + 7 lost with the daemon.
 
   // Not for an id that is no session id, nor over a snapshot already on disk.
-  resume.set_resume_session_id("../../etc/passwd");
+  resume.resume_session_id = "../../etc/passwd";
   auto bad = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(bad.ok());
   EXPECT_FALSE(bad->resumed);
   EXPECT_NE(bad->session->id(), "../../etc/passwd");
   ASSERT_TRUE(WriteFileAtomic((*m)->SnapshotPath(other_id), "{}").ok());
-  resume.set_resume_session_id(other_id);
+  resume.resume_session_id = other_id;
   auto taken = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(taken.ok());
   EXPECT_FALSE(taken->resumed);
@@ -444,9 +444,9 @@ TEST(SessionManager, AnUnpersistedSessionIdIsNotTakenOverByAnotherUid) {
   o.data_dir = dir.path();
   auto m = SessionManager::Create(o, &counters);
   ASSERT_TRUE(m.ok()) << m.status();
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(id);
-  resume.set_sent_events(5);
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = id;
+  resume.sent_events = 5;
   auto thief = (*m)->Open(resume, {2, 2000, 2000});
   ASSERT_TRUE(thief.ok()) << thief.status();
   EXPECT_FALSE(thief->resumed);
@@ -454,8 +454,8 @@ TEST(SessionManager, AnUnpersistedSessionIdIsNotTakenOverByAnotherUid) {
   EXPECT_EQ(thief->session->peer_uid(), 2000);
   EXPECT_EQ(thief->session->Info().dropped_events(), 0u);  // The owner's counts are not its.
   // An id without a valid tag (forged, or an older daemon's) is nobody's to continue.
-  v1::Hello forged = resume;
-  forged.set_resume_session_id("20260101T000000Z-box-10-3");
+  protocol::Hello forged = resume;
+  forged.resume_session_id = "20260101T000000Z-box-10-3";
   auto f = (*m)->Open(forged, {1, 1000, 1000});
   ASSERT_TRUE(f.ok());
   EXPECT_FALSE(f->resumed);
@@ -485,10 +485,10 @@ TEST(SessionManager, LiveSessionsPerUidAreCapped) {
   EXPECT_EQ(counters.limit_hits.load(), 1u);
   EXPECT_TRUE((*m)->Open(MakeHello(), {2, 2000, 2000}).ok());  // Another uid is not held back.
   // A resume is not a new session; an ended session frees its slot.
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(a->session->id());
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = a->session->id();
   EXPECT_TRUE((*m)->Open(resume, {1, 1000, 1000}).ok());
-  b->session->Finish(v1::End(), absl::Now());
+  b->session->Finish(protocol::End(), absl::Now());
   (*m)->Release(b->session, b->attachment, /*ended=*/true);
   EXPECT_TRUE((*m)->Open(MakeHello(), {1, 1000, 1000}).ok());
 
@@ -532,9 +532,9 @@ TEST(SessionManager, AResumeTakesItsCountsFromTheSnapshotNotTheIndex) {
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ((*m)->List().size(), 1u);
   EXPECT_EQ((*m)->List()[0].events(), 15u);  // The index's figure, until resumed.
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(id);
-  resume.set_sent_events(20);
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = id;
+  resume.sent_events = 20;
   auto r = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->resumed);
@@ -571,9 +571,9 @@ TEST(SessionManager, ASessionOnDiskButNotInTheIndexIsResumedFromItsSnapshot) {
   auto m = SessionManager::Create(o, &counters);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_TRUE((*m)->List().empty());
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(id);
-  resume.set_sent_events(9);
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = id;
+  resume.sent_events = 9;
   EXPECT_EQ((*m)->Open(resume, {1, 2000, 2000}).status().code(),
             absl::StatusCode::kPermissionDenied);  // Another uid.
   auto r = (*m)->Open(resume, {1, 1000, 1000});
@@ -609,9 +609,9 @@ TEST(SessionManager, ASessionIndexedWithoutASnapshotResumesFromZero) {
   o.data_dir = dir.path();
   auto m = SessionManager::Create(o, &counters);
   ASSERT_TRUE(m.ok()) << m.status();
-  v1::Hello resume = MakeHello();
-  resume.set_resume_session_id(id);
-  resume.set_sent_events(6);
+  protocol::Hello resume = MakeHello();
+  resume.resume_session_id = id;
+  resume.sent_events = 6;
   auto r = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->resumed);
@@ -699,7 +699,7 @@ TEST(SessionManagerDisk, SessionsThatCannotBeWrittenStayInMemoryUntilARetryWorks
     auto s = (*m)->Open(MakeHello(host), {});
     ASSERT_TRUE(s.ok());
     Feed(*s->session, 3);
-    s->session->Finish(v1::End(), now);
+    s->session->Finish(protocol::End(), now);
     (*m)->Release(s->session, s->attachment, /*ended=*/true);  // Written at once: fails.
     ended.push_back(s->session);
   }

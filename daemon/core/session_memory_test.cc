@@ -61,18 +61,19 @@ TEST(SessionMemory, ManySessionsStayUnderTheStatedBound) {
     }
     batches.push_back(b.SerializeAsString());
   }
-  v1::LayerTable table = test_util::Table(kLayers);
-  for (v1::LayerDecl& d : *table.mutable_layers()) {  // Names at their cap, too.
-    d.set_full_name(d.full_name() + std::string(kMaxLayerNameBytes - d.full_name().size(), 'x'));
-    d.set_name(d.name() + std::string(kMaxLayerNameBytes - d.name().size(), 'y'));
-    d.set_type(d.type() + std::string(kMaxLayerNameBytes - d.type().size(), 'z'));
+  std::vector<protocol::LayerDecl> table = test_util::Table(kLayers);
+  for (protocol::LayerDecl& d : table) {  // Names at their cap, too.
+    LayerInfo& l = d.info;
+    l.full_name += std::string(kMaxLayerNameBytes - l.full_name.size(), 'x');
+    l.name += std::string(kMaxLayerNameBytes - l.name.size(), 'y');
+    l.type += std::string(kMaxLayerNameBytes - l.type.size(), 'z');
   }
 
   const size_t before = HeapInUse();
   std::vector<std::unique_ptr<Session>> sessions;
   for (int s = 0; s < kSessions; ++s) {
-    v1::Hello hello = test_util::MakeHello();
-    hello.mutable_identity()->set_pid(1000 + s);
+    protocol::Hello hello = test_util::MakeHello();
+    hello.identity.pid = 1000 + s;
     sessions.push_back(std::make_unique<Session>("s" + std::to_string(s), hello, PeerCredentials{},
                                                  absl::Now(), limits, Thresholds{}));
     ASSERT_TRUE(sessions.back()->DeclareLayers(table).ok());
@@ -106,7 +107,7 @@ TEST(SessionMemory, LatestTensorsAreCapped) {
     for (int d = 0; d < (i == 0 ? 5000 : 2); ++d) t->add_shape(1);
     f->add_inputs()->add_shape(3);
   }
-  ASSERT_EQ(s.AddBatch(b).accepted, 1u);
+  ASSERT_EQ(s.AddBatchBytes(b.SerializeAsString()).value().accepted, 1u);
   const TraceRecord r = s.Record();
   ASSERT_EQ(r.layers.size(), 1u);
   EXPECT_EQ(r.layers[0].outputs.size(), kMaxLatestTensors);

@@ -13,26 +13,20 @@
 namespace tracetorch::daemon {
 namespace {
 
-v1::Hello MakeHello() {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(77);
-  h.mutable_identity()->set_host("box");
-  h.mutable_identity()->set_model_name("Net");
-  h.mutable_identity()->set_torch_version("1.13.1");
+protocol::Hello MakeHello() {
+  protocol::Hello h;
+  h.protocol_version = 1;
+  h.identity.pid = 77;
+  h.identity.host = "box";
+  h.identity.model_name = "Net";
+  h.identity.torch_version = "1.13.1";
   return h;
 }
 
-v1::LayerTable Table() {
-  v1::LayerTable t;
+std::vector<protocol::LayerDecl> Table() {
+  std::vector<protocol::LayerDecl> t;
   auto add = [&](uint32_t id, const char* name, const char* type, const char* full, int depth) {
-    v1::LayerDecl* d = t.add_layers();
-    d->set_id(id);
-    d->set_name(name);
-    d->set_type(type);
-    d->set_full_name(full);
-    d->set_depth(depth);
-    d->set_params(10 * id);
+    t.push_back({id, {name, type, full, depth, 10 * id}});
   };
   add(0, "fc1", "Linear", "net.fc1", 2);
   add(1, "relu", "ReLU", "net.relu", 2);
@@ -110,7 +104,7 @@ TEST(Session, SnapshotEqualsAnAggregatorFedTheSameSamples) {
   TraceAggregator ref;
   v1::EventBatch batch;
   Generate(5, ref, &batch);
-  BatchOutcome r = s.AddBatch(batch);
+  BatchOutcome r = s.AddBatchBytes(batch.SerializeAsString()).value();
   EXPECT_EQ(r.accepted, 30u);
   EXPECT_EQ(r.rejected, 0u);
 
@@ -146,13 +140,13 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
   first.mutable_nan_origin()->set_layer("net.relu");
   first.mutable_nan_origin()->set_step(2);
   first.mutable_nan_origin()->set_is_nan(true);
-  s.AddBatch(first);
+  s.AddBatchBytes(first.SerializeAsString()).value();
   EXPECT_EQ(s.Record().op_graph, nullptr);
 
   v1::EventBatch garbage;
   garbage.set_sequence(2);
   garbage.set_op_graph_json("{not json");
-  s.AddBatch(garbage);
+  s.AddBatchBytes(garbage.SerializeAsString()).value();
   EXPECT_EQ(s.Record().op_graph, nullptr);
 
   OpGraph g;
@@ -168,7 +162,7 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
   second.mutable_nan_origin()->set_op_func("div");
   second.mutable_nan_origin()->set_op_module("net");
   second.set_op_graph_json(OpGraphToJson(g, 2));  // Indented: the snapshot sends it minified.
-  s.AddBatch(second);
+  s.AddBatchBytes(second.SerializeAsString()).value();
   const TraceRecord r = s.Record();
   ASSERT_TRUE(r.metadata.nan_origin.has_value());
   EXPECT_EQ(r.metadata.nan_origin->layer, "net.relu");
@@ -183,7 +177,7 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
   other.set_sequence(4);
   other.mutable_nan_origin()->set_layer("net.fc1");
   other.mutable_nan_origin()->set_op("log_1_1");
-  s.AddBatch(other);
+  s.AddBatchBytes(other.SerializeAsString()).value();
   EXPECT_EQ(s.Record().metadata.nan_origin->op, "div_1_4");
 
   // A restarted daemon restores the record from the snapshot and keeps the graph.
@@ -201,7 +195,7 @@ TEST(Session, UndeclaredLayerEventsAreRejectedAndCounted) {
   batch.add_forward()->set_layer_id(0);
   batch.add_forward()->set_layer_id(9);
   batch.add_backward()->set_layer_id(1234);
-  BatchOutcome r = s.AddBatch(batch);
+  BatchOutcome r = s.AddBatchBytes(batch.SerializeAsString()).value();
   EXPECT_EQ(r.accepted, 1u);
   EXPECT_EQ(r.rejected, 2u);
   EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
@@ -216,29 +210,29 @@ TEST(Session, LayerLimitsAndConflicts) {
   // Table() declares three layers: the third is over the limit.
   EXPECT_EQ(s.DeclareLayers(Table()).code(), absl::StatusCode::kResourceExhausted);
   // Re-declaring known layers (a reconnect) is fine at the limit.
-  v1::LayerTable again = Table();
-  again.mutable_layers()->RemoveLast();
+  std::vector<protocol::LayerDecl> again = Table();
+  again.pop_back();
   EXPECT_TRUE(s.DeclareLayers(again).ok());
   // An id re-used for another layer, and an absurd id.
-  v1::LayerTable renamed;
-  renamed.add_layers()->set_id(0);
-  renamed.mutable_layers(0)->set_full_name("zzz");
+  std::vector<protocol::LayerDecl> renamed(1);
+  renamed[0].id = 0;
+  renamed[0].info.full_name = "zzz";
   EXPECT_EQ(s.DeclareLayers(renamed).code(), absl::StatusCode::kInvalidArgument);
-  v1::LayerTable huge;
-  huge.add_layers()->set_id(4000000000u);
-  huge.mutable_layers(0)->set_full_name("far");
+  std::vector<protocol::LayerDecl> huge(1);
+  huge[0].id = 4000000000u;
+  huge[0].info.full_name = "far";
   EXPECT_EQ(s.DeclareLayers(huge).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Session, StatesAndDroppedEvents) {
   Session s("id", MakeHello(), {}, absl::Now(), {}, {});
   EXPECT_EQ(s.state(), SessionState::kLive);
-  v1::Heartbeat hb;
-  hb.set_dropped_events(4);
+  protocol::Heartbeat hb;
+  hb.dropped_events = 4;
   s.Heartbeat(hb);
-  v1::End end;
-  end.set_total_time_ms(12.5);
-  end.set_dropped_events(6);
+  protocol::End end;
+  end.total_time_ms = 12.5;
+  end.dropped_events = 6;
   s.Finish(end, absl::Now());
   EXPECT_EQ(s.state(), SessionState::kFinished);
   s.Abort(absl::Now());  // A finished session stays finished.
@@ -260,12 +254,12 @@ TEST(Session, ResumeCountsTheGapAsDropped) {
   ASSERT_TRUE(s.DeclareLayers(Table()).ok());
   v1::EventBatch batch;
   for (int i = 0; i < 10; ++i) batch.add_forward()->set_layer_id(0);
-  s.AddBatch(batch);
+  s.AddBatchBytes(batch.SerializeAsString()).value();
   s.Abort(absl::Now());
-  v1::Hello again = MakeHello();
-  again.set_resume_session_id("id");
-  again.set_sent_events(25);  // 15 written to the old connection never arrived.
-  again.set_dropped_events(3);
+  protocol::Hello again = MakeHello();
+  again.resume_session_id = "id";
+  again.sent_events = 25;  // 15 written to the old connection never arrived.
+  again.dropped_events = 3;
   s.Resume(again, {});
   EXPECT_EQ(s.state(), SessionState::kLive);
   EXPECT_EQ(s.Info().dropped_events(), 18u);
@@ -284,24 +278,24 @@ v1::EventBatch Batch(uint64_t sequence, std::optional<uint64_t> first_event, int
 TEST(Session, ReSentEventsAreSkippedAndGapsCountedOnce) {
   Session s("id", MakeHello(), {}, absl::Now(), {}, {});
   ASSERT_TRUE(s.DeclareLayers(Table()).ok());
-  EXPECT_EQ(s.AddBatch(Batch(1, 0, 4)).accepted, 4u);
+  EXPECT_EQ(s.AddBatchBytes(Batch(1, 0, 4).SerializeAsString()).value().accepted, 4u);
   // The same batch again (re-sent after a reconnect): nothing counted twice.
-  BatchOutcome again = s.AddBatch(Batch(1, 0, 4));
+  BatchOutcome again = s.AddBatchBytes(Batch(1, 0, 4).SerializeAsString()).value();
   EXPECT_EQ(again.accepted, 0u);
   EXPECT_EQ(again.duplicates, 4u);
   // A batch overlapping the end of what is held: only its new events count.
-  BatchOutcome overlap = s.AddBatch(Batch(2, 2, 5));
+  BatchOutcome overlap = s.AddBatchBytes(Batch(2, 2, 5).SerializeAsString()).value();
   EXPECT_EQ(overlap.duplicates, 2u);
   EXPECT_EQ(overlap.accepted, 3u);
   EXPECT_EQ(s.Info().events(), 7u);
   EXPECT_EQ(s.Info().dropped_events(), 0u);
   // Positions 7..9 never arrive: counted as dropped once, when the batch after them does.
-  EXPECT_EQ(s.AddBatch(Batch(3, 10, 1)).accepted, 1u);
+  EXPECT_EQ(s.AddBatchBytes(Batch(3, 10, 1).SerializeAsString()).value().accepted, 1u);
   EXPECT_EQ(s.Info().dropped_events(), 3u);
-  EXPECT_EQ(s.AddBatch(Batch(3, 10, 1)).duplicates, 1u);
+  EXPECT_EQ(s.AddBatchBytes(Batch(3, 10, 1).SerializeAsString()).value().duplicates, 1u);
   EXPECT_EQ(s.Info().dropped_events(), 3u);
   // An older agent's batch (no position) is applied as new.
-  EXPECT_EQ(s.AddBatch(Batch(4, std::nullopt, 2)).accepted, 2u);
+  EXPECT_EQ(s.AddBatchBytes(Batch(4, std::nullopt, 2).SerializeAsString()).value().accepted, 2u);
   EXPECT_EQ(s.Info().events(), 10u);
   EXPECT_EQ(s.IndexEntry().last_sequence(), 4u);
 }
@@ -309,15 +303,15 @@ TEST(Session, ReSentEventsAreSkippedAndGapsCountedOnce) {
 TEST(Session, AResumeThatReSendsCountsOnlyWhatIsNotReSent) {
   Session s("id", MakeHello(), {}, absl::Now(), {}, {});
   ASSERT_TRUE(s.DeclareLayers(Table()).ok());
-  s.AddBatch(Batch(1, 0, 10));
+  s.AddBatchBytes(Batch(1, 0, 10).SerializeAsString()).value();
   s.Abort(absl::Now());
-  v1::Hello again = MakeHello();
-  again.set_resume_session_id("id");
-  again.set_sent_events(25);         // 15 written after what arrived...
-  again.set_replay_first_event(12);  // ...of which the agent still holds 12..24 to re-send.
+  protocol::Hello again = MakeHello();
+  again.resume_session_id = "id";
+  again.sent_events = 25;         // 15 written after what arrived...
+  again.replay_first_event = 12;  // ...of which the agent still holds 12..24 to re-send.
   s.Resume(again, {});
   EXPECT_EQ(s.Info().dropped_events(), 2u);  // 10 and 11.
-  EXPECT_EQ(s.AddBatch(Batch(2, 12, 13)).accepted, 13u);
+  EXPECT_EQ(s.AddBatchBytes(Batch(2, 12, 13).SerializeAsString()).value().accepted, 13u);
   EXPECT_EQ(s.Info().events(), 23u);
   EXPECT_EQ(s.Info().events() + s.Info().dropped_events(), 25u);
   s.Resume(again, {});  // Idempotent.
@@ -327,7 +321,7 @@ TEST(Session, AResumeThatReSendsCountsOnlyWhatIsNotReSent) {
 TEST(Session, ABatchWithoutEventsAppliesItsFieldsEvenWhenReSent) {
   Session s("id", MakeHello(), {}, absl::Now(), {}, {});
   ASSERT_TRUE(s.DeclareLayers(Table()).ok());
-  s.AddBatch(Batch(1, 0, 3));
+  s.AddBatchBytes(Batch(1, 0, 3).SerializeAsString()).value();
   OpGraph g;
   g.model_name = "Net";
   ModulePass root;
@@ -336,8 +330,10 @@ TEST(Session, ABatchWithoutEventsAppliesItsFieldsEvenWhenReSent) {
   v1::EventBatch graph = Batch(2, 3, 0);
   graph.mutable_nan_origin()->set_layer("net.relu");
   graph.set_op_graph_json(OpGraphToJson(g, 0));
-  s.AddBatch(Batch(3, 3, 2));  // A later batch arrived first (the graph's frame was cut).
-  s.AddBatch(graph);           // Re-sent: its position is below the session's, its fields apply.
+  // A later batch arrived first (the graph's frame was cut).
+  s.AddBatchBytes(Batch(3, 3, 2).SerializeAsString()).value();
+  // Re-sent: its position is below the session's, its fields apply.
+  s.AddBatchBytes(graph.SerializeAsString()).value();
   ASSERT_NE(s.Record().op_graph, nullptr);
   EXPECT_EQ(*s.Record().op_graph, g);
   ASSERT_TRUE(s.Record().metadata.nan_origin.has_value());
@@ -348,12 +344,12 @@ TEST(Session, DurablePointFollowsTheSnapshotOnDisk) {
   test_util::TempDir dir("ttsession");
   Session s("id", MakeHello(), {}, absl::Now(), {}, {});
   ASSERT_TRUE(s.DeclareLayers(Table()).ok());
-  s.AddBatch(Batch(5, 0, 4));
+  s.AddBatchBytes(Batch(5, 0, 4).SerializeAsString()).value();
   EXPECT_EQ(s.durable(), (Session::Durable{0, 0}));  // Nothing on disk yet.
   const std::string path = dir.path() + "/id.json";
   ASSERT_TRUE(s.WriteSnapshot(path, /*force=*/false).ok());
   EXPECT_EQ(s.durable(), (Session::Durable{5, 4}));
-  s.AddBatch(Batch(6, 4, 1));
+  s.AddBatchBytes(Batch(6, 4, 1).SerializeAsString()).value();
   EXPECT_EQ(s.durable(), (Session::Durable{5, 4}));  // In memory only.
   // A restart continues from the file: its durable point is the file's.
   absl::StatusOr<TraceRecord> record = ReadTraceFile(path);

@@ -62,7 +62,7 @@ TEST(TensorBoardExporter, WritesCompleteStepsAsTheyArriveAndTheRestAtTheEnd) {
   exporter.Export(**m);  // No step yet: no file.
   EXPECT_EQ(EventFiles(run).size(), 0u);
 
-  s.AddBatch(Batch({0, 1}, 0, 3));  // Steps 0..2.
+  s.AddBatchBytes(Batch({0, 1}, 0, 3).SerializeAsString()).value();  // Steps 0..2.
   exporter.Export(**m);
   Exported got = Read(run);
   EXPECT_EQ(got.files, 1u);
@@ -75,8 +75,8 @@ TEST(TensorBoardExporter, WritesCompleteStepsAsTheyArriveAndTheRestAtTheEnd) {
   EXPECT_TRUE(got.texts.empty());
 
   exporter.Export(**m);             // Nothing new: nothing written twice (Read checks).
-  s.AddBatch(Batch({0, 1}, 3, 2));  // Steps 3, 4.
-  v1::End end;
+  s.AddBatchBytes(Batch({0, 1}, 3, 2).SerializeAsString()).value();  // Steps 3, 4.
+  protocol::End end;
   s.Finish(end, absl::Now());
   exporter.Export(**m);
   got = Read(run);
@@ -106,9 +106,9 @@ TEST(TensorBoardExporter, CountsStepsThinnedBeforeTheyWereWritten) {
   ASSERT_TRUE(opened.ok());
   ASSERT_TRUE(opened->session->DeclareLayers(Table(1)).ok());
   TensorBoardExporter exporter(logs.path());
-  opened->session->AddBatch(Batch({0}, 0, 2));
+  opened->session->AddBatchBytes(Batch({0}, 0, 2).SerializeAsString()).value();
   exporter.Export(**m);                          // Step 0 written.
-  opened->session->AddBatch(Batch({0}, 2, 30));  // Far more than the history holds.
+  opened->session->AddBatchBytes(Batch({0}, 2, 30).SerializeAsString()).value();  // Far more than the history holds.
   exporter.Export(**m);
   EXPECT_GT(exporter.stats().skipped_steps, 0u);
   const Exported got = Read(logs.path() + "/" + opened->session->id());
@@ -125,7 +125,7 @@ TEST(TensorBoardExporter, AnUnwritableDirectoryIsCountedAndGivenUp) {
   ASSERT_TRUE(m.ok());
   auto opened = (*m)->Open(MakeHello(), {});
   ASSERT_TRUE(opened->session->DeclareLayers(Table(1)).ok());
-  opened->session->AddBatch(Batch({0}, 0, 3));
+  opened->session->AddBatchBytes(Batch({0}, 0, 3).SerializeAsString()).value();
   TensorBoardExporter exporter(file);
   exporter.Export(**m);
   exporter.Export(**m);

@@ -170,17 +170,17 @@ TEST(BuildWatchDelta, AnEntryWithoutItsVersionsIsSentWhole) {
 TEST(BuildWatchDelta, AppliedToTheOldStateGivesTheNewOne) {
   SessionLimits limits;
   limits.history_steps = 8;  // Thinned along the way.
-  v1::Hello hello;
-  hello.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  hello.mutable_identity()->set_model_name("Net");
+  protocol::Hello hello;
+  hello.protocol_version = 1;
+  hello.identity.model_name = "Net";
   Session s("s-1", hello, {}, absl::FromUnixSeconds(1), limits, {});
-  v1::LayerTable table;
+  std::vector<protocol::LayerDecl> table;
   for (int i = 0; i < 3; ++i) {
-    v1::LayerDecl* d = table.add_layers();
-    d->set_id(static_cast<uint32_t>(i));
-    d->set_name(absl::StrCat("l", i));
-    d->set_type("Linear");
-    d->set_full_name(absl::StrCat("net.l", i));
+    protocol::LayerDecl& d = table.emplace_back();
+    d.id = static_cast<uint32_t>(i);
+    d.info.name = absl::StrCat("l", i);
+    d.info.type = "Linear";
+    d.info.full_name = absl::StrCat("net.l", i);
   }
   ASSERT_TRUE(s.DeclareLayers(table).ok());
   auto step = [&](uint32_t layer, uint64_t at) {
@@ -189,7 +189,7 @@ TEST(BuildWatchDelta, AppliedToTheOldStateGivesTheNewOne) {
     f->set_layer_id(layer);
     f->set_step(at);
     f->set_latency_ms(0.1 * (layer + 1) + 0.001 * static_cast<double>(at));
-    ASSERT_EQ(s.AddBatch(b).rejected, 0u);
+    ASSERT_EQ(s.AddBatchBytes(b.SerializeAsString()).value().rejected, 0u);
   };
   for (uint64_t at = 0; at < 3; ++at) step(0, at);
 

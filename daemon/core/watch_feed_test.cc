@@ -37,12 +37,12 @@ class WatchFeedTest : public ::testing::Test {
     std::vector<uint32_t> all;
     for (int i = 0; i < layers; ++i) all.push_back(static_cast<uint32_t>(i));
     if (steps > 0) {
-      EXPECT_EQ(opened->session->AddBatch(Batch(all, 0, steps)).rejected, 0u);
+      EXPECT_EQ(opened->session->AddBatchBytes(Batch(all, 0, steps).SerializeAsString()).value().rejected, 0u);
     }
     return *opened;
   }
   void End(const SessionManager::Opened& opened) {
-    opened.session->Finish(v1::End(), absl::Now());
+    opened.session->Finish(protocol::End(), absl::Now());
     manager_->Release(opened.session, opened.attachment, /*ended=*/true);
   }
 
@@ -80,7 +80,7 @@ TEST_F(WatchFeedTest, ASessionFeedReadsTheVersionOncePerPassAndBuildsOncePerVers
   SessionFeed feed(s.session);
   EXPECT_EQ(feed.session(), s.session.get());
   const uint64_t v1 = feed.Version(1);
-  s.session->AddBatch(Batch({0}, 5, 1));
+  s.session->AddBatchBytes(Batch({0}, 5, 1).SerializeAsString()).value();
   EXPECT_EQ(feed.Version(1), v1);  // Same pass: the version read at its start.
   EXPECT_GT(feed.Version(2), v1);
 
@@ -91,7 +91,7 @@ TEST_F(WatchFeedTest, ASessionFeedReadsTheVersionOncePerPassAndBuildsOncePerVers
   EXPECT_EQ(full.get(), &view.snapshot);  // The full shares the view.
   feed.Refresh(3);                        // Nothing changed: the same view.
   EXPECT_EQ(feed.full(), full);
-  s.session->AddBatch(Batch({1}, 6, 1));
+  s.session->AddBatchBytes(Batch({1}, 6, 1).SerializeAsString()).value();
   feed.Refresh(4);
   EXPECT_NE(feed.full(), full);
 }
@@ -100,7 +100,7 @@ TEST_F(WatchFeedTest, DeltasAreBuiltOncePerBaseAndOnlyWhenSmallerThanTheFull) {
   SessionManager::Opened s = Open(6, 40);
   SessionFeed feed(s.session);
   const uint64_t base = feed.Refresh(1).version;
-  s.session->AddBatch(Batch({2}, 40, 1));
+  s.session->AddBatchBytes(Batch({2}, 40, 1).SerializeAsString()).value();
   feed.Refresh(2);
   const std::shared_ptr<const v1::Snapshot> d = feed.Delta(base);
   ASSERT_NE(d, nullptr);
@@ -112,7 +112,7 @@ TEST_F(WatchFeedTest, DeltasAreBuiltOncePerBaseAndOnlyWhenSmallerThanTheFull) {
   SessionManager::Opened empty = Open(4, 0);
   SessionFeed fresh(empty.session);
   const uint64_t before = fresh.Refresh(1).version;
-  empty.session->AddBatch(Batch({0, 1, 2, 3}, 0, 1));
+  empty.session->AddBatchBytes(Batch({0, 1, 2, 3}, 0, 1).SerializeAsString()).value();
   fresh.Refresh(2);
   EXPECT_EQ(fresh.Delta(before), nullptr);
 }
@@ -155,7 +155,7 @@ TEST_F(WatchFeedTest, AJobFeedVersionMovesOnlyWhenItsSessionsChange) {
   const uint64_t v = feed.Check(1, *manager_);
   EXPECT_GT(v, 0u);
   EXPECT_EQ(feed.Check(2, *manager_), v);  // Nothing changed.
-  r0.session->AddBatch(Batch({0}, 3, 1));
+  r0.session->AddBatchBytes(Batch({0}, 3, 1).SerializeAsString()).value();
   EXPECT_EQ(feed.Check(2, *manager_), v);  // Same pass: not read again.
   const uint64_t after_events = feed.Check(3, *manager_);
   EXPECT_GT(after_events, v);

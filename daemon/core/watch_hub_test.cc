@@ -208,7 +208,7 @@ class WatchHubTest : public ::testing::Test {
     std::vector<uint32_t> all;
     for (int i = 0; i < layers; ++i) all.push_back(static_cast<uint32_t>(i));
     if (steps > 0) {
-      EXPECT_EQ(s->AddBatch(Batch(all, 0, steps)).rejected, 0u);
+      EXPECT_EQ(s->AddBatchBytes(Batch(all, 0, steps).SerializeAsString()).value().rejected, 0u);
     }
     return *std::move(opened);
   }
@@ -222,7 +222,7 @@ class WatchHubTest : public ::testing::Test {
     SessionManager::Opened opened = OpenSession(layers, steps);
     if (opened.session == nullptr) return "";
     std::shared_ptr<Session> s = opened.session;
-    s->Finish(v1::End(), now_);
+    s->Finish(protocol::End(), now_);
     manager_->Release(s, opened.attachment, /*ended=*/true);
     return s->id();
   }
@@ -341,7 +341,7 @@ TEST_F(WatchHubTest, NothingChangedNothingSent) {
     hub->Poll();
   }
   EXPECT_EQ(sink.count(), 1u);
-  s->AddBatch(Batch({0}, 5, 1));
+  s->AddBatchBytes(Batch({0}, 5, 1).SerializeAsString()).value();
   now_ += absl::Milliseconds(100);
   hub->Poll();
   EXPECT_EQ(sink.count(), 2u);
@@ -355,7 +355,7 @@ TEST_F(WatchHubTest, DeltaCarriesOnlyWhatChangedAndAppliesToTheSameState) {
   hub->Poll();
   ASSERT_EQ(sink.count(), 1u);
 
-  s->AddBatch(Batch({2}, 40, 1));  // Only layer 2.
+  s->AddBatchBytes(Batch({2}, 40, 1).SerializeAsString()).value();  // Only layer 2.
   now_ += absl::Milliseconds(100);
   hub->Poll();
   ASSERT_EQ(sink.count(), 2u);
@@ -374,9 +374,9 @@ TEST_F(WatchHubTest, DeltaCarriesOnlyWhatChangedAndAppliesToTheSameState) {
   EXPECT_LT(u.ByteSizeLong(), sink.update(0)->ByteSizeLong() / 3);
 
   // A new layer appears (declared and seen after the viewer's state): appended, still a delta.
-  v1::LayerTable more = Table(7);
+  std::vector<protocol::LayerDecl> more = Table(7);
   ASSERT_TRUE(s->DeclareLayers(more).ok());
-  s->AddBatch(Batch({6}, 41, 1));
+  s->AddBatchBytes(Batch({6}, 41, 1).SerializeAsString()).value();
   now_ += absl::Milliseconds(100);
   hub->Poll();
   ASSERT_EQ(sink.count(), 3u);
@@ -403,7 +403,7 @@ TEST_F(WatchHubTest, StreamingLayersSendOnlyTheirNewPoints) {
   }
 
   // Every layer streams two steps between ticks: each history entry carries those two points.
-  s->AddBatch(Batch({0, 1, 2, 3, 4, 5}, 40, 2));
+  s->AddBatchBytes(Batch({0, 1, 2, 3, 4, 5}, 40, 2).SerializeAsString()).value();
   now_ += absl::Milliseconds(100);
   hub->Poll();
   ASSERT_EQ(sink.count(), 2u);
@@ -434,7 +434,7 @@ TEST_F(WatchHubTest, StreamingLayersSendOnlyTheirNewPoints) {
   g->set_step(40);
   g->set_grad_norm(-7.0);
   g->set_grad_has_nan(true);
-  ASSERT_EQ(s->AddBatch(late).accepted, 1u);
+  ASSERT_EQ(s->AddBatchBytes(late.SerializeAsString()).value().accepted, 1u);
   now_ += absl::Milliseconds(100);
   hub->Poll();
   ASSERT_EQ(sink.count(), 3u);
@@ -492,11 +492,11 @@ TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact
     // Layer 0 streams (one, two or four steps a tick), layer 1 now and then, layer 2 never.
     const int steps = tick % 10 == 0 ? 4 : tick % 4 == 0 ? 2 : 1;
     const uint64_t thinnings_before = mirror.thinnings();
-    s->AddBatch(Batch({0}, step, steps));
+    s->AddBatchBytes(Batch({0}, step, steps).SerializeAsString()).value();
     for (int i = 0; i < steps; ++i) {
       mirror.RecordForward(static_cast<uint64_t>(step + i), 1.0, 1.0, false);
     }
-    if (tick % 5 == 0) s->AddBatch(Batch({1}, step, 1));
+    if (tick % 5 == 0) s->AddBatchBytes(Batch({1}, step, 1).SerializeAsString()).value();
     step += steps;
     const uint64_t thinned = mirror.thinnings() - thinnings_before;
     const std::vector<uint64_t> after = history_steps(0);
@@ -559,7 +559,7 @@ TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact
   g->set_layer_id(0);
   g->set_step(1);
   g->set_grad_norm(3.0);
-  ASSERT_EQ(s->AddBatch(old).accepted, 1u);
+  ASSERT_EQ(s->AddBatchBytes(old.SerializeAsString()).value().accepted, 1u);
   slow.Complete();
   now_ += absl::Milliseconds(50);
   hub->Poll();
@@ -585,7 +585,7 @@ TEST_F(WatchHubTest, FullWhenTheDeltaWouldNotBeSmaller) {
   Subscribe(*hub, Request(s->id(), 0.1), sink);
   hub->Poll();
   // Every layer changed and every history is new: the delta would be the full.
-  s->AddBatch(Batch({0, 1, 2, 3}, 0, 1));
+  s->AddBatchBytes(Batch({0, 1, 2, 3}, 0, 1).SerializeAsString()).value();
   now_ += absl::Milliseconds(100);
   hub->Poll();
   ASSERT_EQ(sink.count(), 2u);
@@ -604,7 +604,7 @@ TEST_F(WatchHubTest, UpdatesFollowTheIntervalTicks) {
   std::vector<int> sent_at_ms;
   for (int ms = 50; ms <= 1000; ms += 50) {
     now_ += absl::Milliseconds(50);
-    s->AddBatch(Batch({0}, 1 + ms, 1));
+    s->AddBatchBytes(Batch({0}, 1 + ms, 1).SerializeAsString()).value();
     const size_t before = sink.count();
     const absl::Time next = hub->Poll();
     if (sink.count() > before) sent_at_ms.push_back(ms);
@@ -623,7 +623,7 @@ TEST_F(WatchHubTest, IntervalsBelowTheMinimumAreRaisedToIt) {
   int sent = 0;
   for (int ms = 10; ms <= 200; ms += 10) {
     now_ += absl::Milliseconds(10);
-    s->AddBatch(Batch({1}, 1 + ms, 1));
+    s->AddBatchBytes(Batch({1}, 1 + ms, 1).SerializeAsString()).value();
     const size_t before = sink.count();
     hub->Poll();
     sent += static_cast<int>(sink.count() - before);
@@ -638,7 +638,7 @@ TEST_F(WatchHubTest, DefaultIntervalIsHalfASecond) {
   Subscribe(*hub, Request(s->id()), sink);
   hub->Poll();
   now_ += absl::Milliseconds(100);
-  s->AddBatch(Batch({1}, 5, 1));
+  s->AddBatchBytes(Batch({1}, 5, 1).SerializeAsString()).value();
   EXPECT_EQ(hub->Poll(), now_ + absl::Milliseconds(400));
   now_ += absl::Milliseconds(400);
   hub->Poll();
@@ -658,7 +658,7 @@ TEST_F(WatchHubTest, StalledViewerIsCoalescedToTheNewestAndDelaysNoOne) {
   ASSERT_TRUE(stalled.outstanding());
 
   for (int i = 0; i < 5; ++i) {
-    s->AddBatch(Batch({static_cast<uint32_t>(i % 3)}, 5 + i, 1));
+    s->AddBatchBytes(Batch({static_cast<uint32_t>(i % 3)}, 5 + i, 1).SerializeAsString()).value();
     now_ += absl::Milliseconds(100);
     hub->Poll();
   }
@@ -667,7 +667,7 @@ TEST_F(WatchHubTest, StalledViewerIsCoalescedToTheNewestAndDelaysNoOne) {
   // Five states became due; one waits, four were replaced.
   EXPECT_EQ(hub->stats().updates_coalesced, 4u);
 
-  s->AddBatch(Batch({0}, 20, 1));  // Newer still, between ticks.
+  s->AddBatchBytes(Batch({0}, 20, 1).SerializeAsString()).value();  // Newer still, between ticks.
   stalled.Complete();
   hub->Poll();  // No tick due: the waiting state goes now, built from the newest.
   ASSERT_EQ(stalled.count(), 2u);
@@ -678,7 +678,7 @@ TEST_F(WatchHubTest, StalledViewerIsCoalescedToTheNewestAndDelaysNoOne) {
 
   // Back to its ticks: nothing more before the next one.
   stalled.Complete();
-  s->AddBatch(Batch({1}, 21, 1));
+  s->AddBatchBytes(Batch({1}, 21, 1).SerializeAsString()).value();
   now_ += absl::Milliseconds(10);
   hub->Poll();
   EXPECT_EQ(stalled.count(), 2u);
@@ -693,7 +693,7 @@ TEST_F(WatchHubTest, ViewersOfTheSameStateShareOnePayload) {
     Subscribe(*hub, Request(s->id(), 0.1), *sinks.back());
   }
   hub->Poll();
-  s->AddBatch(Batch({1}, 30, 1));
+  s->AddBatchBytes(Batch({1}, 30, 1).SerializeAsString()).value();
   now_ += absl::Milliseconds(100);
   hub->Poll();
   for (const auto& sink : sinks) {
@@ -724,7 +724,7 @@ TEST_F(WatchHubTest, SessionsTickApartAndTheViewersOfOneSessionTogether) {
     }
   }
   hub->Poll();  // Every first state at once.
-  for (auto& s : sessions) s->AddBatch(Batch({1}, 5, 1));
+  for (auto& s : sessions) s->AddBatchBytes(Batch({1}, 5, 1).SerializeAsString()).value();
   // Passes every millisecond for two intervals: when each viewer's second update went out.
   std::vector<std::vector<absl::Duration>> sent_at(3, std::vector<absl::Duration>(2));
   const absl::Time start = now_;
@@ -761,9 +761,9 @@ TEST_F(WatchHubTest, SessionEndSendsFinalFullThenEndedThenCloses) {
   Subscribe(*hub, Request(s->id(), 0.1), sink);
   hub->Poll();
   sink.Complete();
-  s->AddBatch(Batch({0}, 20, 1));  // Small change: would be a delta...
-  v1::End end;
-  end.set_total_time_ms(42);
+  s->AddBatchBytes(Batch({0}, 20, 1).SerializeAsString()).value();  // Small change: would be a delta...
+  protocol::End end;
+  end.total_time_ms = 42;
   s->Finish(end, now_);
   now_ += absl::Milliseconds(100);
   hub->Poll();
@@ -808,7 +808,7 @@ TEST_F(WatchHubTest, AbortedSessionEndsTheStreamToo) {
 
 TEST_F(WatchHubTest, AnEndedSessionGetsItsStateThenTheEnd) {
   std::shared_ptr<Session> s = NewSession(2, 2);
-  s->Finish(v1::End(), now_);
+  s->Finish(protocol::End(), now_);
   WatchHub* hub = MakeHub();
   FakeSink& sink = NewSink(/*auto_complete=*/true);
   Subscribe(*hub, Request(s->id()), sink);
@@ -914,15 +914,15 @@ TEST_F(WatchHubTest, JobWatchSendsTheWholeJobUntilEveryRankEnded) {
   hub->Poll();
   EXPECT_EQ(sink.count(), 1u);  // Nothing changed.
 
-  r1->AddBatch(Batch({0}, 3, 1));
-  r0->Finish(v1::End(), now_);
+  r1->AddBatchBytes(Batch({0}, 3, 1).SerializeAsString()).value();
+  r0->Finish(protocol::End(), now_);
   now_ += absl::Milliseconds(100);
   hub->Poll();
   ASSERT_EQ(sink.count(), 2u);
   EXPECT_EQ(sink.update(1)->kind_case(), v1::WatchUpdate::kJob);
   EXPECT_FALSE(sink.closed().has_value());
 
-  r1->Finish(v1::End(), now_ + absl::Milliseconds(1));
+  r1->Finish(protocol::End(), now_ + absl::Milliseconds(1));
   now_ += absl::Milliseconds(100);
   hub->Poll();  // The final job...
   hub->Poll();  // ...then the end (the rank that ended last)...
@@ -942,9 +942,9 @@ TEST_F(WatchHubTest, TheHubThreadDeliversWithoutPolling) {
   WatchHub& hub = *hub_;
   Subscribe(hub, Request(s->id(), 0.05), sink);
   ASSERT_TRUE(sink.WaitForCount(1));
-  s->AddBatch(Batch({0}, 2, 1));
+  s->AddBatchBytes(Batch({0}, 2, 1).SerializeAsString()).value();
   ASSERT_TRUE(sink.WaitForCount(2));  // At the next 50 ms tick.
-  s->Finish(v1::End(), absl::Now());
+  s->Finish(protocol::End(), absl::Now());
   ASSERT_TRUE(sink.WaitForCount(4));  // Final full, session_ended.
   ASSERT_TRUE(sink.WaitForClose());
   EXPECT_EQ(sink.update(3)->kind_case(), v1::WatchUpdate::kSessionEnded);
@@ -1034,8 +1034,8 @@ TEST_F(WatchHubTest, AViewerOfAnInterruptedSessionFollowsItWhenItsAgentResumesIt
   FakeSink& sink = NewSink(/*auto_complete=*/true);
   Subscribe(*hub, Request(id, 0.5), sink);
   hub->Poll();  // The state is being read...
-  v1::Hello hello = MakeHello();
-  hello.set_resume_session_id(id);
+  protocol::Hello hello = MakeHello();
+  hello.resume_session_id = id;
   auto resumed = manager_->Open(hello, {});  // ... when the agent resumes the session.
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   ASSERT_TRUE(resumed->resumed);
@@ -1047,7 +1047,7 @@ TEST_F(WatchHubTest, AViewerOfAnInterruptedSessionFollowsItWhenItsAgentResumesIt
   EXPECT_FALSE(sink.closed().has_value());
   // It keeps following the session: new events, the next tick, an update.
   ASSERT_TRUE(resumed->session->DeclareLayers(Table(2)).ok());
-  resumed->session->AddBatch(Batch({0, 1}, 3, 2));
+  resumed->session->AddBatchBytes(Batch({0, 1}, 3, 2).SerializeAsString()).value();
   now_ += absl::Milliseconds(500);
   hub->Poll();
   ASSERT_EQ(sink.count(), 2u);
@@ -1055,7 +1055,7 @@ TEST_F(WatchHubTest, AViewerOfAnInterruptedSessionFollowsItWhenItsAgentResumesIt
   EXPECT_EQ(sink.State().snapshot().session().events(), 4u * 5u);
   EXPECT_FALSE(sink.closed().has_value());
   // And its end is the end of the stream.
-  resumed->session->Finish(v1::End(), now_);
+  resumed->session->Finish(protocol::End(), now_);
   now_ += absl::Milliseconds(500);
   hub->Poll();
   hub->Poll();
@@ -1085,7 +1085,7 @@ TEST_F(WatchHubTest, AJobSnapshotIsPreparedOffTheHubThreadWhileOthersAreServed) 
   // A tick passes with the job's snapshot still being built: the session viewer is not held up,
   // and no second build of the job is queued behind the first.
   // (The session's feed, the second made, ticks 30.9 ms after the job's.)
-  s->AddBatch(Batch({0}, 5, 1));
+  s->AddBatchBytes(Batch({0}, 5, 1).SerializeAsString()).value();
   now_ += absl::Milliseconds(131);
   hub->Poll();
   EXPECT_EQ(session.count(), 2u);
@@ -1102,7 +1102,7 @@ TEST_F(WatchHubTest, AJobSnapshotIsPreparedOffTheHubThreadWhileOthersAreServed) 
 
   // The job changes; at its tick a new build starts, and the viewer is sent that one once it is
   // ready, between ticks.
-  r0->AddBatch(Batch({1}, 3, 1));
+  r0->AddBatchBytes(Batch({1}, 3, 1).SerializeAsString()).value();
   now_ += absl::Milliseconds(169);  // The job's next tick.
   hub->Poll();
   EXPECT_EQ(job.count(), 1u);
@@ -1117,8 +1117,8 @@ TEST_F(WatchHubTest, AJobSnapshotIsPreparedOffTheHubThreadWhileOthersAreServed) 
   EXPECT_EQ(job.update(1)->sequence(), 2u);
 
   // Every rank ends: the final job, then session_ended (the rank that ended last), then close.
-  r0->Finish(v1::End(), now_);
-  r1->Finish(v1::End(), now_ + absl::Milliseconds(1));
+  r0->Finish(protocol::End(), now_);
+  r1->Finish(protocol::End(), now_ + absl::Milliseconds(1));
   now_ += absl::Milliseconds(170);  // Its next tick: a whole interval after it was served.
   hub->Poll();
   EXPECT_EQ(RunPreparations(), 1u);
@@ -1163,7 +1163,7 @@ TEST_F(WatchHubTest, TheHubThreadAndItsWorkerDeliverAJob) {
   Subscribe(*hub_, request, sink);
   ASSERT_TRUE(sink.WaitForCount(1));
   EXPECT_EQ(sink.update(0)->kind_case(), v1::WatchUpdate::kJob);
-  r0->Finish(v1::End(), absl::Now());
+  r0->Finish(protocol::End(), absl::Now());
   ASSERT_TRUE(sink.WaitForCount(3));  // The final job, session_ended.
   ASSERT_TRUE(sink.WaitForClose());
   EXPECT_EQ(sink.update(2)->kind_case(), v1::WatchUpdate::kSessionEnded);

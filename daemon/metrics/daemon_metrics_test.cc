@@ -74,7 +74,7 @@ class DaemonMetricsTest : public ::testing::Test {
     EXPECT_TRUE(opened->session->DeclareLayers(Table(3)).ok());
     v1::EventBatch b = Batch({0, 1, 2}, 0, steps);
     for (v1::ForwardEvent& f : *b.mutable_forward()) f.set_latency_ms(f.latency_ms() * slow);
-    opened->session->AddBatch(b);
+    opened->session->AddBatchBytes(b.SerializeAsString()).value();
     return opened->session;
   }
 
@@ -107,7 +107,7 @@ TEST_F(DaemonMetricsTest, ExportsEachLiveSessionWithItsLabels) {
 
 TEST_F(DaemonMetricsTest, EndedSessionsHaveNoSeries) {
   std::shared_ptr<Session> s = Run("", 0, 2);
-  s->Finish(v1::End(), absl::Now());
+  s->Finish(protocol::End(), absl::Now());
   DaemonMetrics metrics([] { return v1::DaemonStats(); }, manager_.get(), {});
   EXPECT_THAT(Text(metrics.Collect()), Not(HasSubstr("tracetorchd_session_")));
 }
@@ -122,7 +122,7 @@ TEST_F(DaemonMetricsTest, CountsAnomaliesByTypeAndSeverityAndKnowsTheNanOrigin) 
   b.mutable_nan_origin()->set_layer("net.l1");
   b.mutable_nan_origin()->set_step(2);
   b.mutable_nan_origin()->set_is_nan(true);
-  opened->session->AddBatch(b);
+  opened->session->AddBatchBytes(b.SerializeAsString()).value();
   DaemonMetrics metrics([] { return v1::DaemonStats(); }, manager_.get(), {});
   const std::string text = Text(metrics.Collect());
   const std::string labels =

@@ -28,11 +28,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/daemon_client.h"
-#include "daemon/core/ingest_connection.h"
 #include "daemon/testing/http_get.h"
 #include "daemon/testing/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "protocol/agent_proto.h"
 #include "protocol/record_proto.h"
 #include "protocol/wire.h"
 #include "service_client/service_client.h"
@@ -651,11 +651,12 @@ class OlderDaemon {
         if (!m.ParseFromString(payload)) break;
         if (m.has_hello()) {
           c.hello = m.hello();
-          v1::DaemonMessage welcome;
-          welcome.mutable_welcome()->set_session_id("older-1");
-          welcome.mutable_welcome()->set_resumed(i > 0);
+          protocol::wire::DaemonReply welcome;
+          welcome.kind = protocol::wire::DaemonReply::Kind::kWelcome;
+          welcome.session_id = "older-1";
+          welcome.resumed = i > 0;
           std::string out;
-          AppendDaemonFrame(welcome, &out);
+          protocol::AppendDaemonFrame(welcome, &out);
           (void)!write(conn, out.data(), out.size());
         } else if (m.has_events()) {
           c.events += static_cast<uint64_t>(m.events().forward_size() + m.events().backward_size());

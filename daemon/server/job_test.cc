@@ -41,27 +41,22 @@ class FakeClock {
   absl::Time now_ = absl::FromUnixSeconds(1700000000);
 };
 
-v1::Hello RankHello(const std::string& job, std::optional<int> rank, int pid) {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(pid);
-  h.mutable_identity()->set_host("node");
-  h.mutable_identity()->set_job_id(job);
-  if (rank.has_value()) h.mutable_identity()->set_rank(*rank);
+protocol::Hello RankHello(const std::string& job, std::optional<int> rank, int pid) {
+  protocol::Hello h;
+  h.protocol_version = 1;
+  h.identity.pid = pid;
+  h.identity.host = "node";
+  h.identity.job_id = job;
+  if (rank.has_value()) h.identity.rank = *rank;
   return h;
 }
 
 // Layers "enc" and "head"; `steps` forwards at latency (1 ms, 2 ms) * scale, grad norm 1.
 void FeedLayers(Session& s, double scale, int steps = 5) {
-  v1::LayerTable t;
+  std::vector<protocol::LayerDecl> t;
   const char* names[] = {"enc", "head"};
   for (uint32_t i = 0; i < 2; ++i) {
-    v1::LayerDecl* d = t.add_layers();
-    d->set_id(i);
-    d->set_name(names[i]);
-    d->set_full_name(names[i]);
-    d->set_type("Linear");
-    d->set_depth(1);
+    t.push_back({i, {names[i], "Linear", names[i], /*depth=*/1, /*params=*/0}});
   }
   ASSERT_TRUE(s.DeclareLayers(t).ok());
   v1::EventBatch b;
@@ -79,7 +74,7 @@ void FeedLayers(Session& s, double scale, int steps = 5) {
       e->set_grad_norm(1.0);
     }
   }
-  const BatchOutcome outcome = s.AddBatch(b);
+  const BatchOutcome outcome = s.AddBatchBytes(b.SerializeAsString()).value();
   ASSERT_TRUE(outcome.error.ok()) << outcome.error;
 }
 

@@ -1,6 +1,7 @@
-// What the daemon's tests and fuzzers feed sessions (not part of tracetorchd): an agent's Hello, a
-// layer table, a batch of events. No test framework: fuzz targets use them too (messages.h adds
-// the gtest helpers).
+// What the daemon's tests and fuzzers feed sessions (not part of tracetorchd): an agent's Hello and
+// layer table (as the core takes them, protocol/events.h), a batch of events (as the agent sends it:
+// a session takes its bytes, Batch(...).SerializeAsString()). No test framework: fuzz targets use
+// them too (messages.h adds the gtest helpers).
 #ifndef TRACETORCH_DAEMON_TESTING_AGENT_MESSAGES_H_
 #define TRACETORCH_DAEMON_TESTING_AGENT_MESSAGES_H_
 
@@ -9,35 +10,36 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "protocol/events.h"
 #include "tracetorch/v1/agent.pb.h"
 
 namespace tracetorch::daemon::test_util {
 
 // A protocol-1 Hello from pid 77 on "box" for model "Net"; with a job id, as that job's `rank`.
-inline v1::Hello MakeHello(const std::string& job_id = "", int rank = 0) {
-  v1::Hello h;
-  h.set_protocol_version(v1::PROTOCOL_VERSION_1);
-  h.mutable_identity()->set_pid(77);
-  h.mutable_identity()->set_host("box");
-  h.mutable_identity()->set_model_name("Net");
+inline protocol::Hello MakeHello(const std::string& job_id = "", int rank = 0) {
+  protocol::Hello h;
+  h.protocol_version = 1;  // tracetorch.v1.PROTOCOL_VERSION_1
+  h.identity.pid = 77;
+  h.identity.host = "box";
+  h.identity.model_name = "Net";
   if (!job_id.empty()) {
-    h.mutable_identity()->set_job_id(job_id);
-    h.mutable_identity()->set_rank(rank);
+    h.identity.job_id = job_id;
+    h.identity.rank = rank;
   }
   return h;
 }
 
 // Layers with ids 0..layers-1: "l<i>", Linear, full name "net.l<i>", depth 2, 100 parameters.
-inline v1::LayerTable Table(int layers) {
-  v1::LayerTable t;
+inline std::vector<protocol::LayerDecl> Table(int layers) {
+  std::vector<protocol::LayerDecl> t;
   for (int i = 0; i < layers; ++i) {
-    v1::LayerDecl* d = t.add_layers();
-    d->set_id(static_cast<uint32_t>(i));
-    d->set_name(absl::StrCat("l", i));
-    d->set_type("Linear");
-    d->set_full_name(absl::StrCat("net.l", i));
-    d->set_depth(2);
-    d->set_params(100);
+    protocol::LayerDecl& d = t.emplace_back();
+    d.id = static_cast<uint32_t>(i);
+    d.info.name = absl::StrCat("l", i);
+    d.info.type = "Linear";
+    d.info.full_name = absl::StrCat("net.l", i);
+    d.info.depth = 2;
+    d.info.params = 100;
   }
   return t;
 }
