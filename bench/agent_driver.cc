@@ -63,21 +63,30 @@ v1::DaemonStats StatsOrExit(service_client::TraceServiceClient& service) {
   return *std::move(s);
 }
 
-DaemonProcess::DaemonProcess(const std::string& binary, const std::string& prefix) {
+DaemonProcess::DaemonProcess(const std::string& binary, const std::string& prefix,
+                             std::vector<std::string> wrapper, absl::Duration start_timeout) {
   std::string tmpl = absl::StrCat("/tmp/", prefix, "_XXXXXX");
   if (mkdtemp(tmpl.data()) == nullptr) Exit("mkdtemp failed");
   dir_ = tmpl;
   socket_ = dir_ + "/d.sock";
   rpc_ = dir_ + "/tracetorchd-rpc.sock";  // The default: beside the ingest socket.
   const std::string data = dir_ + "/data";
+  std::vector<std::string> args = std::move(wrapper);
+  for (const std::string& a :
+       {binary, std::string("--socket"), socket_, std::string("--data-dir"), data,
+        std::string("--log-level"), std::string("warn")}) {
+    args.push_back(a);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ < 0) Exit("fork failed");
   if (pid_ == 0) {
-    execl(binary.c_str(), binary.c_str(), "--socket", socket_.c_str(), "--data-dir", data.c_str(),
-          "--log-level", "warn", static_cast<char*>(nullptr));
+    execvp(argv[0], argv.data());
     _exit(127);
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const absl::Time deadline = absl::Now() + start_timeout;
   while (!std::filesystem::exists(socket_)) {
     if (absl::Now() > deadline) Exit(absl::StrCat(binary, " did not create ", socket_));
     absl::SleepFor(absl::Milliseconds(10));

@@ -34,11 +34,15 @@ v1::DaemonStats StatsOrExit(service_client::TraceServiceClient& service);
 
 // tracetorchd (`binary`) in a fresh temporary directory /tmp/<prefix>_XXXXXX: --socket DIR/d.sock,
 // --data-dir DIR/data, warnings only. The constructor returns once the ingest socket exists (exits
-// after 10 s without it); the destructor stops the daemon (SIGTERM, waits) and removes DIR.
+// after `start_timeout` without it); the destructor stops the daemon (SIGTERM, waits) and removes
+// DIR. `wrapper`, when not empty, is the command line the daemon runs under (valgrind and its
+// options: bench/daemon_count.cc).
 // Thread-compatible.
 class DaemonProcess {
  public:
-  DaemonProcess(const std::string& binary, const std::string& prefix);
+  DaemonProcess(const std::string& binary, const std::string& prefix,
+                std::vector<std::string> wrapper = {},
+                absl::Duration start_timeout = absl::Seconds(10));
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;

@@ -7,6 +7,9 @@
 // total to the 150 ms target, and TraceToJson/ParseTraceJson timings for reference.
 //
 // Usage: load_diff_bench [layers] [runs]     (defaults: 10000 layers, 7 runs)
+//        load_diff_bench --write DIR [layers]  writes the two traces as DIR/a.json and DIR/b.json
+//                                              (bench/overhead_table.py times `tracetorch diff` on
+//                                              them as a whole process)
 #include <stdlib.h>
 #include <time.h>
 
@@ -14,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -269,6 +273,19 @@ int Run(int layers, int runs) {
 }  // namespace tracetorch
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::strcmp(argv[1], "--write") == 0) {
+    const int layers = argc > 3 ? std::atoi(argv[3]) : 10000;
+    const std::string dir = argv[2];
+    const tracetorch::TraceRecord a = tracetorch::MakeTrace(layers, 42);
+    const tracetorch::TraceRecord b = tracetorch::Perturb(a);
+    for (const auto& [name, record] : {std::pair{"/a.json", &a}, std::pair{"/b.json", &b}}) {
+      if (absl::Status s = tracetorch::WriteTraceFile(dir + name, *record); !s.ok()) {
+        std::fprintf(stderr, "writing %s%s: %s\n", dir.c_str(), name, s.ToString().c_str());
+        return 2;
+      }
+    }
+    return 0;
+  }
   const int layers = argc > 1 ? std::atoi(argv[1]) : 10000;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 7;
   if (layers < 1 || runs < 1) {

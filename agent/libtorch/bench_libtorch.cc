@@ -5,6 +5,11 @@
 // statistics on.
 //
 //   tracetorch_bench_libtorch [--rounds N] [--iters K] [--batch B]
+//   valgrind --tool=callgrind --instr-atstart=no tracetorch_bench_libtorch --count N
+//
+// --count N: the instruction-count twin (bench/overhead_table.py). Statistics on, each case runs N
+// plain and then N traced iterations as two callgrind regions, dumped as "CASE/plain" and
+// "CASE/traced" after a warm-up that callgrind does not count.
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -18,6 +23,11 @@
 #include <vector>
 
 #include "tracetorch/trace_session.h"
+
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define TRACETORCH_HAVE_CALLGRIND 1
+#endif
 
 namespace {
 
@@ -106,11 +116,43 @@ Result Measure(tracetorch::TraceSession& session, int rounds, int iters,
   return {plain / rounds, traced / rounds, median};
 }
 
+// Instructions of `iters` plain and `iters` traced iterations of `step`, as two callgrind
+// dumps named after `name`.
+void Count(const char* name, tracetorch::TraceSession& session, int iters,
+           const std::function<void()>& step) {
+#ifdef TRACETORCH_HAVE_CALLGRIND
+  for (int i = 0; i < 3; ++i) step();
+  if (!session.Start().ok()) std::abort();
+  step();
+  (void)session.Stop();
+  CALLGRIND_START_INSTRUMENTATION;
+  step();  // Translation under instrumentation, outside the regions.
+  if (!session.Start().ok()) std::abort();
+  step();
+  (void)session.Stop();
+  const std::string plain = std::string(name) + "/plain";
+  const std::string traced = std::string(name) + "/traced";
+  CALLGRIND_ZERO_STATS;
+  for (int i = 0; i < iters; ++i) step();
+  CALLGRIND_DUMP_STATS_AT(plain.c_str());
+  if (!session.Start().ok()) std::abort();
+  CALLGRIND_ZERO_STATS;
+  for (int i = 0; i < iters; ++i) step();
+  CALLGRIND_DUMP_STATS_AT(traced.c_str());
+  (void)session.Stop();
+  CALLGRIND_STOP_INSTRUMENTATION;
+#else
+  std::fprintf(stderr, "--count: built without valgrind/callgrind.h\n");
+  std::exit(2);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 15, iters = 3, batch = 16;
+  int rounds = 15, iters = 3, batch = 16, count = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--count") == 0) count = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--batch") == 0) batch = std::atoi(argv[i + 1]);
@@ -169,6 +211,11 @@ int main(int argc, char** argv) {
            script.forward({x}).toTensor().sum().backward();
          }},
     };
+    if (count > 0) {
+      if (!stats) break;
+      for (const Case& c : cases) Count(c.name, *c.session, count, c.step);
+      continue;
+    }
     for (const Case& c : cases) {
       const Result res = Measure(*c.session, rounds, iters, c.step);
       std::printf("%-28s %-6s %12.3f %12.3f %8.3f\n", c.name, stats ? "on" : "off", res.plain_ms,

@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""The Python rows of bench/overhead_table.py: one workload, plain against traced, by two clocks.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/counted.py WORKLOAD --wall [--rounds R]
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=DIR/cg.out \\
+        /usr/bin/python3 bench/counted.py WORKLOAD --count N --region-lib build/bench/lib...so
+
+Workloads (torch.set_num_threads(1); every variant on its own deep copy of the model):
+  fwd-mlp, fwd-cnn, fwd-resnet18   a forward under torch.no_grad; traced: inside one
+                                   TraceSession(model) opened before timing (statistics on)
+  first-cnn                        the CNN's forward; traced: `with TraceSession(model): model(x)`,
+                                   a fresh session opened and closed around each forward
+  ops-resnet18                     resnet18 1x3x224x224 forward under no_grad; traced:
+                                   tl.trace(model, x), every op recorded, every activation kept
+  on_nan-cnn                       a training step (zero_grad, forward, cross-entropy, backward,
+                                   SGD) of the CNN, batch 16; traced: TraceSession(model,
+                                   ops="on_nan")
+The models are bench/agent_overhead.py's (MLP 784-256-10 b32, 4-conv CNN b16 3x64x64, resnet18
+b8 3x112x112).
+
+--wall: after a warm-up, rounds of `steps` steps per variant, interleaved with the order swapped
+every round, timed by the process's CPU time with the garbage collector paused; prints JSON with
+the median over rounds of traced/plain and its range.
+--count: meant to run under callgrind with --instr-atstart=no (see bench/callgrind_region.cc):
+after an uninstrumented warm-up, instrumentation starts, each variant runs one step (translation
+and lazy initialisation), then each variant's N steps are one region, dumped as WORKLOAD/VARIANT.
+overhead_table.py reads the dumps: instructions per step, traced against plain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import ctypes
+import gc
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+import tracetorch as tl
+
+WORKLOADS = ["fwd-mlp", "fwd-cnn", "fwd-resnet18", "first-cnn", "ops-resnet18", "on_nan-cnn"]
+# Steps per timed block for --wall: blocks of a few milliseconds at least.
+WALL_STEPS = {"fwd-mlp": 50, "fwd-cnn": 5, "fwd-resnet18": 1, "first-cnn": 5,
+              "ops-resnet18": 1, "on_nan-cnn": 2}
+
+
+def _models():
+    """bench/agent_overhead.py's model builders (one definition of each model)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_overhead.py")
+    spec = importlib.util.spec_from_file_location("agent_overhead", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build(workload: str, stack: contextlib.ExitStack) -> dict[str, Callable[[], None]]:
+    """The two steps of a workload, {"plain": f, "traced": f}; sessions live on `stack`."""
+    models = _models()
+    torch.manual_seed(0)
+    kind, name = workload.split("-", 1)
+    if kind == "ops":
+        import torchvision
+
+        base, x = torchvision.models.resnet18(weights=None).eval(), torch.rand(1, 3, 224, 224)
+    elif name == "resnet18":
+        base, x = models.make_resnet18(112)
+    else:
+        base, x = {"mlp": models.make_mlp, "cnn": models.make_cnn}[name]()
+    plain, traced = base, copy.deepcopy(base)
+
+    if kind == "fwd":
+        plain.eval()
+        traced.eval()
+        stack.enter_context(tl.TraceSession(traced, daemon=False))
+
+        def fwd(m: nn.Module) -> Callable[[], None]:
+            def step() -> None:
+                with torch.no_grad():
+                    m(x)
+            return step
+        return {"plain": fwd(plain), "traced": fwd(traced)}
+
+    if kind == "first":
+        plain.eval()
+        traced.eval()
+
+        def plain_step() -> None:
+            with torch.no_grad():
+                plain(x)
+
+        def traced_step() -> None:
+            with tl.TraceSession(traced, daemon=False), torch.no_grad():
+                traced(x)
+        return {"plain": plain_step, "traced": traced_step}
+
+    if kind == "ops":
+        def plain_fwd() -> None:
+            with torch.no_grad():
+                plain(x)
+
+        def traced_fwd() -> None:
+            with torch.no_grad():
+                tl.trace(traced, x)
+        return {"plain": plain_fwd, "traced": traced_fwd}
+
+    if kind == "on_nan":
+        y = torch.randint(0, 10, (x.shape[0],))
+        loss_fn = nn.CrossEntropyLoss()
+        stack.enter_context(tl.TraceSession(traced, ops="on_nan", daemon=False))
+
+        def train(m: nn.Module) -> Callable[[], None]:
+            opt = torch.optim.SGD(m.parameters(), lr=1e-4)
+
+            def step() -> None:
+                opt.zero_grad(set_to_none=True)
+                loss_fn(m(x), y).backward()
+                opt.step()
+            return step
+        return {"plain": train(plain), "traced": train(traced)}
+    raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
+
+
+def block(step: Callable[[], None], n: int) -> float:
+    """Process CPU seconds per step over n steps, garbage collector paused."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.process_time()
+        for _ in range(n):
+            step()
+        return (time.process_time() - start) / n
+    finally:
+        gc.enable()
+
+
+def wall(workload: str, rounds: int) -> dict:
+    with contextlib.ExitStack() as stack:
+        steps = build(workload, stack)
+        for f in steps.values():  # Warm-up: allocator, lazy init, hook paths.
+            for _ in range(3):
+                f()
+        n = WALL_STEPS[workload]
+        times: dict[str, list[float]] = {"plain": [], "traced": []}
+        for r in range(rounds):
+            for v in (("plain", "traced") if r % 2 == 0 else ("traced", "plain")):
+                times[v].append(block(steps[v], n))
+    ratios = [t / p for t, p in zip(times["traced"], times["plain"])]
+    return {"workload": workload, "rounds": rounds, "steps_per_block": n,
+            "plain_ms": statistics.median(times["plain"]) * 1e3,
+            "traced_ms": statistics.median(times["traced"]) * 1e3,
+            "ratio": statistics.median(ratios), "ratio_min": min(ratios),
+            "ratio_max": max(ratios)}
+
+
+def count(workload: str, n: int, region_lib: str) -> None:
+    lib = ctypes.CDLL(region_lib)
+    lib.tt_cg_dump.argtypes = [ctypes.c_char_p]
+    if not lib.tt_cg_running():
+        sys.exit("counted.py --count runs under valgrind --tool=callgrind --instr-atstart=no")
+    with contextlib.ExitStack() as stack:
+        steps = build(workload, stack)
+        for f in steps.values():
+            for _ in range(2):
+                f()
+        lib.tt_cg_start()
+        for f in steps.values():
+            f()
+        gc.collect()
+        gc.disable()
+        for v, f in steps.items():
+            lib.tt_cg_zero()
+            for _ in range(n):
+                f()
+            lib.tt_cg_dump(f"{workload}/{v}".encode())
+        gc.enable()
+        lib.tt_cg_stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("workload", choices=WORKLOADS)
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--wall", action="store_true", help="interleaved CPU-time rounds")
+    mode.add_argument("--count", type=int, metavar="N", help="N steps per callgrind region")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--region-lib", help="libtracetorch_callgrind_region.so (with --count)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    if args.wall:
+        print(json.dumps(wall(args.workload, args.rounds)))
+    else:
+        if not args.region_lib:
+            ap.error("--count needs --region-lib")
+        count(args.workload, args.count, args.region_lib)
+
+
+if __name__ == "__main__":
+    main()
