@@ -30,7 +30,7 @@
 //
 // Decoration, the same for both doors, on every record this class returns: a block that streams
 // carries metadata.extra["dropped_events"] (the stream's drop count, live or at its close); with
-// ops, the kept op graph (TraceRecord::op_graph_json) and the NaN origin's op (op, op_func,
+// ops, the kept op graph (TraceRecord::op_graph) and the NaN origin's op (op, op_func,
 // op_module) when the origin is at the kept step.
 //
 // The op watch: the door begins the watch's step at the root call (BeginOpsStep), brackets the

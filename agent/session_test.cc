@@ -68,7 +68,7 @@ TEST(Session, FinishFinalisesTheRecordAndKeepsIt) {
   EXPECT_EQ(r.layers[0].forward_count, 1);
   EXPECT_EQ(session->Current()->metadata.total_time_ms, 12.5);
   EXPECT_EQ(r.metadata.FindExtra("dropped_events"), nullptr);  // It did not stream.
-  EXPECT_TRUE(r.op_graph_json.empty());
+  EXPECT_EQ(r.op_graph, nullptr);
   EXPECT_FALSE(session->ops_stats().has_value());
 }
 
@@ -164,17 +164,20 @@ TEST(Session, OpsKeepTheFirstNanStepAndDecorateEveryRecord) {
   EXPECT_EQ(stats->recorded_steps, 2);
   EXPECT_EQ(stats->skipped_steps, 0);
   EXPECT_EQ(stats->kept_step, 1);
-  EXPECT_EQ(session->Snapshot().op_graph_json, session->kept_ops()->json);  // Live too.
+  EXPECT_EQ(session->Snapshot().op_graph, session->kept_ops()->graph);  // Live too.
   ASSERT_TRUE(session->Finish(1.0).ok());
 
   const TraceRecord r = session->Snapshot();
-  EXPECT_EQ(r.op_graph_json, session->kept_ops()->json);
+  ASSERT_NE(r.op_graph, nullptr);
+  EXPECT_EQ(r.op_graph, session->kept_ops()->graph);
+  // What the stream was sent: the same graph as its document.
+  EXPECT_EQ(session->kept_ops()->json, OpGraphToJson(*r.op_graph, 0));
   ASSERT_TRUE(r.metadata.nan_origin.has_value());
   EXPECT_EQ(r.metadata.nan_origin->layer, "block");
   EXPECT_EQ(r.metadata.nan_origin->step, 1);
   EXPECT_EQ(r.metadata.nan_origin->op_func, "log");
   EXPECT_EQ(r.metadata.nan_origin->op_module, "block");
-  absl::StatusOr<OpGraph> g = ParseOpGraphJson(r.op_graph_json);
+  absl::StatusOr<OpGraph> g = ParseOpGraphJson(session->kept_ops()->json);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->source, "cpp");
   EXPECT_EQ(g->step, 1);
