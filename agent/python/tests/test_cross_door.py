@@ -22,12 +22,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
+
+from polling import poll
 
 from tracetorch import TraceSession
 
@@ -136,17 +137,6 @@ def _first_difference(a, b, path="$"):
 # ---- the daemon ---------------------------------------------------------------------------------
 
 
-def _poll(fn, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.02)
-    pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
 @pytest.fixture
 def daemon():
     root = Path(tempfile.mkdtemp(prefix="ttx-", dir="/tmp"))  # Short: socket paths <= 107 bytes.
@@ -160,7 +150,7 @@ def daemon():
                              "--snapshot-interval", "0.2", "--log-level", "warn"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _poll(lambda: cli("sessions", "--json").returncode == 0, 15, "tracetorchd to answer")
+        poll(lambda: cli("sessions", "--json").returncode == 0, 15, "tracetorchd to answer")
         yield root, sock, cli
     finally:
         proc.terminate()
@@ -227,6 +217,6 @@ def test_both_doors_record_the_same_session(daemon):
             else None
 
     for sid in ids:
-        doc = _poll(lambda: snapshot(sid), 10, f"session {sid}'s op graph at the daemon")
+        doc = poll(lambda: snapshot(sid), 10, f"session {sid}'s op graph at the daemon")
         assert doc["metadata"]["nan_origin"]["op"] == python_doc["metadata"]["nan_origin"]["op"]
         assert doc["op_graph"]["step"] == NAN_STEP
