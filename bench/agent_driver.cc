@@ -72,9 +72,8 @@ DaemonProcess::DaemonProcess(const std::string& binary, const std::string& prefi
   rpc_ = dir_ + "/tracetorchd-rpc.sock";  // The default: beside the ingest socket.
   const std::string data = dir_ + "/data";
   std::vector<std::string> args = std::move(wrapper);
-  for (const std::string& a :
-       {binary, std::string("--socket"), socket_, std::string("--data-dir"), data,
-        std::string("--log-level"), std::string("warn")}) {
+  for (const std::string& a : {binary, std::string("--socket"), socket_, std::string("--data-dir"),
+                               data, std::string("--log-level"), std::string("warn")}) {
     args.push_back(a);
   }
   std::vector<char*> argv;

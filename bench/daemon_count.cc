@@ -7,10 +7,10 @@
 //   tracetorchd_count_bench SECONDS STEPS_PER_S [WRAPPER ...]
 //
 // Prints one line: "events_total N agent_dropped M". Two runs of the same length at different
-// rates under callgrind give the daemon's instructions per event as (I2 - I1) / (N2 - N1): start-up,
-// shutdown and whatever the daemon does per second (ticks, snapshots of the same sessions) cancel.
-// Rates stay low (50 steps/s: 8 x 50 layers x 2 events x 50 = 40,000 events/s) so that a daemon
-// slowed 50x by valgrind keeps up and the difference is events, not drops.
+// rates under callgrind give the daemon's instructions per event as (I2 - I1) / (N2 - N1):
+// start-up, shutdown and whatever the daemon does per second (ticks, snapshots of the same
+// sessions) cancel. Rates stay low (50 steps/s: 8 x 50 layers x 2 events x 50 = 40,000 events/s) so
+// that a daemon slowed 50x by valgrind keeps up and the difference is events, not drops.
 #include <signal.h>
 
 #include <cstdio>

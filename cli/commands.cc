@@ -29,8 +29,8 @@ namespace tracetorch::cli {
 
 using ::tracetorch::view::ChooseStyle;
 using ::tracetorch::view::CliEnvironment;
-using ::tracetorch::view::CompareTraceFiles;
 using ::tracetorch::view::ComparedTraces;
+using ::tracetorch::view::CompareTraceFiles;
 using ::tracetorch::view::DiffRequest;
 using ::tracetorch::view::Fail;
 using ::tracetorch::view::InspectRequest;
@@ -165,14 +165,14 @@ int RunLocalDiff(const DiffArgs& args, const Style& style, const CliEnvironment&
   absl::StatusOr<ComparedTraces> compared = CompareTraceFiles(args.request, env);
   if (!compared.ok()) return Fail(env, std::string(compared.status().message()));
   const int code = ReportDiff(compared->diff, args.request.json, style, env);
-  const int written = WriteDiffHtml(
-      args.html,
-      {.diff = &compared->diff,
-       .baseline = {&compared->baseline, nullptr, args.request.baseline},
-       .current = {&compared->current, nullptr, args.request.current},
-       .thresholds = args.request.thresholds,
-       .exit_status = code},
-      env);
+  const int written =
+      WriteDiffHtml(args.html,
+                    {.diff = &compared->diff,
+                     .baseline = {&compared->baseline, nullptr, args.request.baseline},
+                     .current = {&compared->current, nullptr, args.request.current},
+                     .thresholds = args.request.thresholds,
+                     .exit_status = code},
+                    env);
   return written != kExitOk ? written : code;
 #else
   return RunDiff(args.request, style, env);  // No --html option without report/.

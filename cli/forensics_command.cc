@@ -9,7 +9,6 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "view/command_io.h"
 #include "cli/daemon_connect.h"
 #include "cli/fleet_sessions.h"
 #include "cli/forensics_view.h"
@@ -20,16 +19,17 @@
 #include "protocol/address.h"
 #include "service_client/service_client.h"
 #include "trace/atomic_file.h"
+#include "view/command_io.h"
 
 namespace tracetorch::cli {
 
 using ::tracetorch::view::CliEnvironment;
 using ::tracetorch::view::Fail;
+using ::tracetorch::view::kExitOk;
+using ::tracetorch::view::kExitUsage;
 using ::tracetorch::view::Note;
 using ::tracetorch::view::PrintLine;
 using ::tracetorch::view::Style;
-using ::tracetorch::view::kExitOk;
-using ::tracetorch::view::kExitUsage;
 namespace {
 
 constexpr absl::Duration kDeadline = absl::Seconds(10);

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "cli/session_labels.h"
 #include "view/labels.h"
 #include "view/live_view.h"
-#include "cli/session_labels.h"
 
 namespace tracetorch::cli {
 

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "view/labels.h"
 #include "cli/session_labels.h"
+#include "view/labels.h"
 
 namespace tracetorch::cli {
 

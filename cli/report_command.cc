@@ -7,11 +7,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "view/command_io.h"
-#include "view/source.h"
 #include "report/tensorboard/event_file.h"
 #include "report/tensorboard/trace_events.h"
 #include "trace/json_writer.h"
+#include "view/command_io.h"
+#include "view/source.h"
 
 #ifndef TRACETORCH_VERSION
 #define TRACETORCH_VERSION "unknown"
@@ -21,10 +21,10 @@ namespace tracetorch::cli {
 
 using ::tracetorch::view::CliEnvironment;
 using ::tracetorch::view::Fail;
+using ::tracetorch::view::kExitOk;
 using ::tracetorch::view::LoadTraceFile;
 using ::tracetorch::view::Note;
 using ::tracetorch::view::PrintLine;
-using ::tracetorch::view::kExitOk;
 namespace {
 
 report::ReportOptions Options() {

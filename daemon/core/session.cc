@@ -166,8 +166,9 @@ TraceRecord MergeRecords(const TraceRecord& before, const TraceRecord& after) {
   return out;
 }
 
-Session::Session(std::string id, const protocol::Hello& hello, PeerCredentials peer, absl::Time started,
-                 SessionLimits limits, Thresholds thresholds, std::optional<Restored> restored)
+Session::Session(std::string id, const protocol::Hello& hello, PeerCredentials peer,
+                 absl::Time started, SessionLimits limits, Thresholds thresholds,
+                 std::optional<Restored> restored)
     : id_(std::move(id)),
       started_(started),
       limits_(limits),
@@ -213,8 +214,7 @@ absl::Status Session::DeclareLayers(absl::Span<const protocol::LayerDecl> layers
                                                      kMaxLayerNameBytes, " bytes"));
     }
     const size_t wire = decl.id;
-    const std::string& full_name =
-        declared.full_name.empty() ? declared.name : declared.full_name;
+    const std::string& full_name = declared.full_name.empty() ? declared.name : declared.full_name;
     if (wire < wire_names_.size() && agg_ids_[wire] >= 0) {
       if (wire_names_[wire] == full_name) continue;  // Re-declared (reconnect): already known.
       return absl::InvalidArgumentError(absl::StrCat("layer id ", wire, " re-declared as \"",
@@ -363,7 +363,6 @@ void Session::ApplyBackwardLocked(const protocol::BackwardEvent& e, TraceAggrega
   }
   ++out->accepted;
 }
-
 
 absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
   // The batch's own fields first (cheap: the events are not decoded), then one pass over the
