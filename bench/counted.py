@@ -33,13 +33,13 @@ import argparse
 import contextlib
 import copy
 import ctypes
+import functools
 import gc
 import importlib.util
 import json
 import os
 import statistics
 import sys
-import time
 from typing import Callable
 
 import torch
@@ -53,8 +53,10 @@ WALL_STEPS = {"fwd-mlp": 50, "fwd-cnn": 5, "fwd-resnet18": 1, "first-cnn": 5,
               "ops-resnet18": 1, "on_nan-cnn": 2}
 
 
+@functools.cache
 def _models():
-    """bench/agent_overhead.py's model builders (one definition of each model)."""
+    """bench/agent_overhead.py, loaded once: its model builders and its timed block (one definition
+    of each model and of how a block is timed)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent_overhead.py")
     spec = importlib.util.spec_from_file_location("agent_overhead", path)
     mod = importlib.util.module_from_spec(spec)
@@ -129,19 +131,6 @@ def build(workload: str, stack: contextlib.ExitStack) -> dict[str, Callable[[], 
     raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
 
 
-def block(step: Callable[[], None], n: int) -> float:
-    """Process CPU seconds per step over n steps, garbage collector paused."""
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.process_time()
-        for _ in range(n):
-            step()
-        return (time.process_time() - start) / n
-    finally:
-        gc.enable()
-
-
 def wall(workload: str, rounds: int) -> dict:
     with contextlib.ExitStack() as stack:
         steps = build(workload, stack)
@@ -152,7 +141,7 @@ def wall(workload: str, rounds: int) -> dict:
         times: dict[str, list[float]] = {"plain": [], "traced": []}
         for r in range(rounds):
             for v in (("plain", "traced") if r % 2 == 0 else ("traced", "plain")):
-                times[v].append(block(steps[v], n))
+                times[v].append(_models().time_block(steps[v], n))
     ratios = [t / p for t, p in zip(times["traced"], times["plain"])]
     return {"workload": workload, "rounds": rounds, "steps_per_block": n,
             "plain_ms": statistics.median(times["plain"]) * 1e3,
