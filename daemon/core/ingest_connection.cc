@@ -16,12 +16,15 @@ namespace {
 
 using protocol::wire::DaemonReply;
 
-void AppendError(const absl::Status& status, bool fatal, std::string* out) {
+// Whether the agent must give up the connection after an error (it is closed) or may go on.
+enum class Severity { kFatal, kWarning };
+
+void AppendError(const absl::Status& status, Severity severity, std::string* out) {
   DaemonReply error;
   error.kind = DaemonReply::Kind::kError;
   error.message = std::string(status.message());
   error.code = static_cast<int32_t>(status.code());
-  error.fatal = fatal;
+  error.fatal = severity == Severity::kFatal;
   protocol::AppendDaemonFrame(error, out);
 }
 
@@ -53,35 +56,39 @@ bool IngestConnection::PeerStopped() const {
 }
 
 void IngestConnection::AppendRejection(const absl::Status& status, std::string* out) {
-  AppendError(status, /*fatal=*/true, out);
+  AppendError(status, Severity::kFatal, out);
 }
 
-bool IngestConnection::Fail(std::string_view cause, const absl::Status& status, bool count_frame,
-                            std::string* out) {
-  if (count_frame) Bump(counters_->rejected_frames);
+bool IngestConnection::RejectFrame(std::string_view cause, const absl::Status& status,
+                                   std::string* out) {
+  Bump(counters_->rejected_frames);
+  return Close(cause, status, out);
+}
+
+bool IngestConnection::Close(std::string_view cause, const absl::Status& status, std::string* out) {
   if (session_ == nullptr) Bump(counters_->rejected_connections);
   log_->Warn(cause,
              absl::StrCat("ingest: closing connection from pid ", peer_.pid, " uid ", peer_.uid,
                           session_id_.empty() ? "" : absl::StrCat(" (session ", session_id_, ")"),
                           ": ", status.message()));
-  AppendError(status, /*fatal=*/true, out);
+  AppendError(status, Severity::kFatal, out);
   return false;
 }
 
 bool IngestConnection::OnFrameHeader(uint32_t length, std::string* out) {
   if (session_ == nullptr && length > kMaxHelloFrameBytes && length <= max_frame_bytes_) {
-    return Fail(
+    return RejectFrame(
         "hello size",
         absl::InvalidArgumentError(absl::StrCat(
             "first frame of ", length, " bytes; a Hello takes at most ", kMaxHelloFrameBytes)),
-        /*count_frame=*/true, out);
+        out);
   }
   if (length == 0 || length > max_frame_bytes_) {
-    return Fail(
+    return RejectFrame(
         "frame size",
         absl::InvalidArgumentError(absl::StrCat("frame of ", length, " bytes; the limit is ",
                                                 max_frame_bytes_, " (and frames are never empty)")),
-        /*count_frame=*/true, out);
+        out);
   }
   return true;
 }
@@ -94,9 +101,9 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
       // The hot path: decoded from the frame's bytes (protocol/frame_decoder.h), no message.
       absl::StatusOr<BatchOutcome> r = session_->AddBatchBytes(*bytes);
       if (!r.ok()) {
-        return Fail("garbage",
-                    absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
-                    /*count_frame=*/true, out);
+        return RejectFrame("garbage",
+                           absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
+                           out);
       }
       HandleOutcome(*r, out);
       return true;
@@ -105,23 +112,22 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
   // Every other message (rare: a Hello, a layer table, heartbeats, the End) is decoded whole.
   absl::StatusOr<protocol::AgentMessage> message = protocol::DecodeAgentMessage(payload);
   if (!message.ok()) {
-    return Fail("garbage", absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"),
-                /*count_frame=*/true, out);
+    return RejectFrame(
+        "garbage", absl::InvalidArgumentError("frame is not a tracetorch.v1.AgentMessage"), out);
   }
   using Kind = protocol::AgentMessage::Kind;
   if (ended_) {
-    return Fail("after end", absl::FailedPreconditionError("message after End"),
-                /*count_frame=*/true, out);
+    return RejectFrame("after end", absl::FailedPreconditionError("message after End"), out);
   }
   if (session_ == nullptr) {
     if (message->kind != Kind::kHello) {
-      return Fail("no hello", absl::FailedPreconditionError("the first message must be a Hello"),
-                  /*count_frame=*/true, out);
+      return RejectFrame("no hello",
+                         absl::FailedPreconditionError("the first message must be a Hello"), out);
     }
     absl::StatusOr<SessionManager::Opened> opened = manager_->Open(message->hello, peer_);
     if (!opened.ok()) {
-      return Fail(absl::StrCat("hello ", absl::StatusCodeToString(opened.status().code())),
-                  opened.status(), /*count_frame=*/false, out);
+      return Close(absl::StrCat("hello ", absl::StatusCodeToString(opened.status().code())),
+                   opened.status(), out);
     }
     session_ = opened->session;
     attachment_ = opened->attachment;
@@ -142,12 +148,12 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
   }
   switch (message->kind) {
     case Kind::kHello:
-      return Fail("second hello", absl::FailedPreconditionError("a second Hello on one connection"),
-                  /*count_frame=*/true, out);
+      return RejectFrame("second hello",
+                         absl::FailedPreconditionError("a second Hello on one connection"), out);
     case Kind::kLayerTable:
       if (absl::Status s = session_->DeclareLayers(message->layers); !s.ok()) {
         if (s.code() == absl::StatusCode::kResourceExhausted) Bump(counters_->limit_hits);
-        return Fail("layer table", s, /*count_frame=*/true, out);
+        return RejectFrame("layer table", s, out);
       }
       return true;
     case Kind::kEvents: {  // Not the exact framing of the hot path (extra fields).
@@ -171,8 +177,8 @@ bool IngestConnection::OnFrame(std::string_view payload, std::string* out) {
     case Kind::kNone:
       break;
   }
-  return Fail("empty message", absl::InvalidArgumentError("AgentMessage without a kind"),
-              /*count_frame=*/true, out);
+  return RejectFrame("empty message", absl::InvalidArgumentError("AgentMessage without a kind"),
+                     out);
 }
 
 void IngestConnection::FollowSession(bool has_recorder) {
@@ -218,7 +224,7 @@ void IngestConnection::HandleOutcome(const BatchOutcome& r, std::string* out) {
                                                 " events rejected: ", r.error.message()));
     if (!warned_undeclared_) {
       warned_undeclared_ = true;
-      AppendError(r.error, /*fatal=*/false, out);
+      AppendError(r.error, Severity::kWarning, out);
     }
   }
 }
@@ -237,12 +243,12 @@ void IngestConnection::AppendDurable(std::string* out) {
 
 void IngestConnection::OnTimeout(const absl::Status& status, std::string* out) {
   Bump(counters_->connections_timed_out);
-  Fail("timeout", status, /*count_frame=*/false, out);
+  Close("timeout", status, out);
 }
 
 void IngestConnection::OnEvicted(const absl::Status& status, std::string* out) {
   Bump(counters_->connections_evicted);
-  Fail("evicted", status, /*count_frame=*/false, out);
+  Close("evicted", status, out);
 }
 
 void IngestConnection::Release() {

@@ -100,7 +100,11 @@ class IngestConnection {
   void Release();
   // A Hello was accepted: the monitor follows the session (with the recorder passed, if any).
   void FollowSession(bool has_recorder);
-  bool Fail(std::string_view cause, const absl::Status& status, bool count_frame, std::string* out);
+  // Closes the connection over a frame it refuses (counted in rejected_frames): Close().
+  bool RejectFrame(std::string_view cause, const absl::Status& status, std::string* out);
+  // Closes the connection: logs `cause` (rate limited), counts a connection refused before its
+  // Hello was accepted, and appends the fatal error for the agent to `out`. Returns false.
+  bool Close(std::string_view cause, const absl::Status& status, std::string* out);
 
   SessionManager* const manager_;
   DaemonCounters* const counters_;
