@@ -156,7 +156,7 @@ Daemon& Setup() {
     d->diff = std::make_unique<DiffService>(d->manager.get(), d->baselines.get());
     v1::SetBaselineRequest set;
     set.set_name("base");
-    set.mutable_source()->mutable_session()->set_session_id(d->manager->List()[1].session_id());
+    set.mutable_source()->mutable_session()->set_session_id(d->manager->List()[1].session_id);
     absl::StatusOr<v1::BaselineInfo> base = d->diff->SetBaseline(set);
     if (!base.ok()) Fail("cannot set the baseline", base.status().ToString());
     d->base = *base;
@@ -167,9 +167,9 @@ Daemon& Setup() {
     w.shutdown_grace = absl::ZeroDuration();
     d->hub = std::make_unique<WatchHub>(d->manager.get(), std::move(w));
     if (std::getenv("SERVICE_FUZZ_IDS") != nullptr) {
-      for (const v1::SessionInfo& s : d->manager->List()) {
-        std::fprintf(stderr, "%s %s\n", s.session_id().c_str(),
-                     v1::SessionState_Name(s.state()).c_str());
+      for (const protocol::SessionInfo& s : d->manager->List()) {
+        std::fprintf(stderr, "%s %s\n", s.session_id.c_str(),
+                     std::string(ToString(s.state)).c_str());
       }
     }
     return d;
@@ -185,7 +185,7 @@ void RestoreBaselines(Daemon& d, std::string_view touched) {
   }
   v1::SetBaselineRequest set;
   set.set_name("base");
-  set.mutable_source()->mutable_session()->set_session_id(d.manager->List()[1].session_id());
+  set.mutable_source()->mutable_session()->set_session_id(d.manager->List()[1].session_id);
   if (!d.diff->SetBaseline(set).ok()) Fail("cannot restore the baseline", "");
 }
 
@@ -228,9 +228,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       v1::ListSessionsRequest r;
       if (!Parse(request, &r)) return 0;
       ExpectCode("ListSessions", absl::OkStatus(), {});
-      for (const v1::SessionInfo& s : d.manager->List(r.job_id())) {
-        if (!r.job_id().empty() && s.identity().job_id() != r.job_id()) {
-          Fail("ListSessions answered another job's session", s.session_id());
+      for (const tracetorch::protocol::SessionInfo& s : d.manager->List(r.job_id())) {
+        if (!r.job_id().empty() && s.identity.job_id != r.job_id()) {
+          Fail("ListSessions answered another job's session", s.session_id);
         }
       }
       break;
@@ -240,9 +240,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!Parse(request, &r)) return 0;
       const std::string& ref = r.session().session_id();
       if (ref.empty()) return 0;  // The adapter answers InvalidArgument before the core.
-      absl::StatusOr<v1::Snapshot> snap = d.manager->GetSnapshot(ref);
+      absl::StatusOr<tracetorch::protocol::Snapshot> snap = d.manager->GetSnapshot(ref);
       ExpectCode("GetSnapshot", snap.status(), {StatusCode::kNotFound});
-      if (snap.ok() && ref != "latest" && snap->session().session_id() != ref) {
+      if (snap.ok() && ref != "latest" && snap->session.session_id != ref) {
         Fail("GetSnapshot answered another session", ref);
       }
       break;

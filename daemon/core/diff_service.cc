@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "protocol/record_proto.h"
+#include "protocol/session_info_proto.h"
 #include "trace/diff.h"
 
 namespace tracetorch::daemon {
@@ -41,16 +42,18 @@ absl::StatusOr<Resolved> Resolve(const v1::DiffOperand& operand, absl::string_vi
         return absl::InvalidArgumentError(
             absl::StrCat(role, ": a session id or \"latest\" is needed"));
       }
-      absl::StatusOr<v1::Snapshot> snap = manager.GetSnapshot(ref);
+      absl::StatusOr<protocol::Snapshot> snap = manager.GetSnapshot(ref);
       if (!snap.ok()) {
         if (snap.status().code() == absl::StatusCode::kNotFound && ref != "latest") {
           return absl::NotFoundError(absl::StrCat(role, ": unknown session '", ref, "'"));
         }
         return Prefixed(role, snap.status());
       }
-      out.record = FromProto(snap->record());
-      out.history.assign(snap->history().begin(), snap->history().end());
-      out.description = absl::StrCat("session ", snap->session().session_id());
+      out.record = std::move(snap->record);
+      out.history.reserve(snap->history.layers.size());
+      for (const LayerSteps& l : snap->history.layers)
+        protocol::ToProto(l, &out.history.emplace_back());
+      out.description = absl::StrCat("session ", snap->session.session_id);
       return out;
     }
     case v1::DiffOperand::kBaselineName: {

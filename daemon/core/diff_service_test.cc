@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "protocol/record_proto.h"
+#include "protocol/session_info_proto.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -135,14 +136,14 @@ class DiffServiceTest : public ::testing::Test {
     auto snap = manager_->GetSnapshot(id);
     EXPECT_TRUE(snap.ok()) << snap.status();
     v1::DiffOperand op;
-    *op.mutable_record() = snap->record();
+    ToProto(snap->record, op.mutable_record());
     return op;
   }
   v1::DiffOperand SnapshotOperand(const std::string& id) {
     auto snap = manager_->GetSnapshot(id);
     EXPECT_TRUE(snap.ok()) << snap.status();
     v1::DiffOperand op;
-    *op.mutable_snapshot() = *snap;
+    protocol::ToProto(*snap, op.mutable_snapshot());
     return op;
   }
 

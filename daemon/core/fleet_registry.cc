@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "protocol/session_info_proto.h"
 #include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::daemon {
@@ -12,17 +13,19 @@ FleetPublisher::FleetPublisher(FleetRegistry* registry, const SessionManager* ma
 
 absl::Status FleetPublisher::PublishChanges(absl::Time now, absl::Duration refresh) {
   std::vector<FleetRank> changed;
-  for (const v1::SessionInfo& info : manager_->List()) {
-    if (info.identity().job_id().empty()) continue;
-    std::string bytes = info.SerializeAsString();
-    auto it = published_.find(info.session_id());
-    const bool live = info.state() == v1::SESSION_STATE_LIVE;
+  for (const protocol::SessionInfo& info : manager_->List()) {
+    if (info.identity.job_id.empty()) continue;
+    v1::SessionInfo message;
+    protocol::ToProto(info, &message);
+    std::string bytes = message.SerializeAsString();
+    auto it = published_.find(info.session_id);
+    const bool live = info.state == SessionState::kLive;
     if (it != published_.end() && it->second.info == bytes &&
         (!live || now - it->second.at < refresh)) {
       continue;
     }
-    changed.push_back(FleetRank{.session_id = info.session_id(),
-                                .job_id = info.identity().job_id(),
+    changed.push_back(FleetRank{.session_id = info.session_id,
+                                .job_id = info.identity.job_id,
                                 .daemon = daemon_,
                                 .session_info = std::move(bytes),
                                 .seen = now});

@@ -46,7 +46,7 @@ void FlightMonitor::Watch(std::shared_ptr<Session> session, Target target) {
   w->id = session->id();
   w->pid = target.pid;
   w->uid = target.uid;
-  w->python = !session->Info().identity().python_version().empty();
+  w->python = !session->Info().identity.python_version.empty();
   w->region = std::move(target.region);
   w->probe = std::move(target.probe);
   w->status = session->flight();  // A resume keeps its stall count and bundles.

@@ -135,8 +135,8 @@ TEST_F(FlightMonitorTest, StallsAfterTheThresholdTakesStacksAndRecovers) {
   EXPECT_TRUE(f.stalled);
   EXPECT_EQ(f.stalls, 1u);
   EXPECT_EQ(f.stalled_since, now_);
-  EXPECT_TRUE(session_->Info().flight().stalled());
-  EXPECT_EQ(session_->Info().state(), v1::SESSION_STATE_LIVE);  // Older tools: still live.
+  EXPECT_TRUE(session_->Info().flight.stalled);
+  EXPECT_EQ(session_->Info().state, SessionState::kLive);  // Older tools: still live.
   EXPECT_EQ(capturer_.calls, 1);
   EXPECT_EQ(capturer_.last.pid, child.pid());
   EXPECT_EQ(capturer_.last.uid, 7);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/data_dir.h"
 #include "google/protobuf/util/json_util.h"
+#include "protocol/session_info_proto.h"
 #include "trace/atomic_file.h"
 #include "tracetorch/v1/service.pb.h"
 
@@ -56,7 +57,8 @@ std::string BuildBundle(const BundleInputs& in) {
   v1::ForensicBundle b;
   b.set_reason(in.reason);
   b.set_written_unix_ns(absl::ToUnixNanos(in.written));
-  v1::Snapshot snap = in.session->ToSnapshot();
+  v1::Snapshot snap;
+  protocol::ToProto(in.session->ToSnapshot(), &snap);
   const absl::flat_hash_set<std::string> keep = LayersOfInterest(in, snap);
   auto* history = snap.mutable_history();
   history->erase(

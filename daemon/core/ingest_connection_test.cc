@@ -4,6 +4,7 @@
 #include "gtest/gtest.h"
 #include "protocol/wire.h"
 #include "trace/json.h"
+#include "tracetorch/v1/agent.pb.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -71,7 +72,7 @@ TEST_F(IngestConnectionTest, HelloGetsWelcomeThenEventsFlow) {
   end.mutable_end();
   ASSERT_TRUE(c.OnFrame(Payload(end), &out));
   c.OnClosed(false);
-  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_EQ(manager_->List()[0].state, SessionState::kFinished);
 }
 
 TEST_F(IngestConnectionTest, OversizedAndEmptyFramesAreFatal) {
@@ -115,7 +116,7 @@ TEST_F(IngestConnectionTest, FirstMessageMustBeHelloAndOnlyOnce) {
   EXPECT_FALSE(d.OnFrame(Payload(Hello()), &out));
   d.OnClosed(false);
   ASSERT_EQ(manager_->List().size(), 1u);
-  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_ABORTED);
+  EXPECT_EQ(manager_->List()[0].state, SessionState::kAborted);
 }
 
 TEST_F(IngestConnectionTest, UnknownVersionIsRefused) {
@@ -139,7 +140,7 @@ TEST_F(IngestConnectionTest, TruncatedStreamAbortsAndCounts) {
     c.OnClosed(/*truncated=*/true);
   }
   EXPECT_EQ(counters_.rejected_frames.load(), 1u);
-  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_ABORTED);
+  EXPECT_EQ(manager_->List()[0].state, SessionState::kAborted);
 }
 
 TEST_F(IngestConnectionTest, AFirstFrameLargerThanAHelloIsFatalLaterOnesMayBeLarge) {
@@ -265,14 +266,14 @@ TEST_F(IngestConnectionDurable, TheEndIsAnsweredWithTheFinalSnapshotsAcknowledge
     EXPECT_EQ(wakes, 1);  // The final one goes straight into `out`.
     auto snap = manager_->GetSnapshot(id);
     ASSERT_TRUE(snap.ok());
-    EXPECT_EQ(snap->session().state(), v1::SESSION_STATE_FINISHED);
+    EXPECT_EQ(snap->session.state, SessionState::kFinished);
   }
   absl::StatusOr<TraceRecord> record = ReadTraceFile(manager_->SnapshotPath(id));
   ASSERT_TRUE(record.ok()) << record.status();
-  std::optional<v1::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
+  std::optional<protocol::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
   ASSERT_TRUE(a.has_value());
-  EXPECT_EQ(a->info().state(), v1::SESSION_STATE_FINISHED);
-  EXPECT_EQ(a->info().events(), 2u);
+  EXPECT_EQ(a->info.state, SessionState::kFinished);
+  EXPECT_EQ(a->info.events, 2u);
   // The connection is gone: its wake-up is no longer called.
   v1::EventBatch more;
   more.add_forward()->set_layer_id(0);

@@ -11,11 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/crash_point.h"
 #include "daemon/core/data_dir.h"
-#include "google/protobuf/util/json_util.h"
-#include "protocol/agent_proto.h"
 #include "protocol/codes.h"
 #include "protocol/frame_decoder.h"
-#include "protocol/record_proto.h"
+#include "protocol/session_info_proto.h"
 #include "trace/atomic_file.h"
 #include "trace/forward_passes.h"
 #include "trace/json.h"
@@ -33,33 +31,6 @@ void CapTensors(std::vector<TensorInfo>* tensors) {
     t.shape.shrink_to_fit();
   }
   tensors->shrink_to_fit();
-}
-
-int64_t UnixNsOrZero(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixNanos(t); }
-
-void FlightToProto(const FlightStatus& f, v1::FlightStatus* out) {
-  if (!f.recorder && !f.exit.has_value() && f.bundles == 0) return;
-  out->set_recorder(f.recorder);
-  out->set_position(f.position);
-  out->set_step(f.step);
-  out->set_phase(f.phase);
-  out->set_layer(f.layer);
-  out->set_moved_unix_ns(UnixNsOrZero(f.moved));
-  out->set_since_unix_ns(UnixNsOrZero(f.since));
-  out->set_stalled(f.stalled);
-  out->set_stalled_since_unix_ns(f.stalled ? UnixNsOrZero(f.stalled_since) : 0);
-  out->set_stall_threshold_s(absl::ToDoubleSeconds(f.stall_threshold));
-  out->set_median_step_s(f.median_step ? absl::ToDoubleSeconds(*f.median_step) : 0.0);
-  out->set_stalls(f.stalls);
-  if (f.exit.has_value()) {
-    v1::ProcessExit* e = out->mutable_exit();
-    e->set_known(f.exit->known);
-    e->set_signal(f.exit->signal);
-    e->set_code(f.exit->code);
-    e->set_core_dumped(f.exit->core_dumped);
-    e->set_description(f.exit->description);
-  }
-  out->set_bundles(f.bundles);
 }
 
 TraceMetadata MetadataFromIdentity(const protocol::ProcessIdentity& id) {
@@ -179,12 +150,12 @@ Session::Session(std::string id, const protocol::Hello& hello, PeerCredentials p
       peer_(peer) {
   client_dropped_ = hello.dropped_events;
   if (restored_.has_value()) {
-    const v1::SessionInfo& info = restored_->entry.info();
-    events_ = info.events();
-    rejected_events_ = info.rejected_events();
-    lost_events_ = restored_->entry.lost_events();
-    last_sequence_ = restored_->entry.last_sequence();
-    client_dropped_ = std::max(client_dropped_, restored_->entry.client_dropped_events());
+    const protocol::SessionIndexEntry& entry = restored_->entry;
+    events_ = entry.info.events;
+    rejected_events_ = entry.info.rejected_events;
+    lost_events_ = entry.lost_events;
+    last_sequence_ = entry.last_sequence;
+    client_dropped_ = std::max(client_dropped_, entry.client_dropped_events);
     // What was restored is on disk; what the agent wrote beyond it and cannot re-send is lost.
     durable_ = {last_sequence_, events_ + rejected_events_ + lost_events_};
     absl::MutexLock lock(&mu_);  // For the analysis: nobody else sees the session yet.
@@ -525,56 +496,42 @@ std::optional<Session::NanFound> Session::nan_found() const {
   return NanFound{*std::move(origin), nan_found_};
 }
 
-v1::SessionInfo Session::Info() const {
+protocol::SessionInfo Session::Info() const {
   absl::MutexLock lock(&mu_);
   return InfoLocked();
 }
 
-v1::SessionInfo Session::InfoLocked() const {
-  v1::SessionInfo info;
-  info.set_session_id(id_);
-  switch (state_) {
-    case SessionState::kLive:
-      info.set_state(v1::SESSION_STATE_LIVE);
-      break;
-    case SessionState::kFinished:
-      info.set_state(v1::SESSION_STATE_FINISHED);
-      break;
-    case SessionState::kAborted:
-      info.set_state(v1::SESSION_STATE_ABORTED);
-      break;
-  }
-  protocol::ToProto(identity_, info.mutable_identity());
-  info.set_started_unix_ns(absl::ToUnixNanos(started_));
-  info.set_ended_unix_ns(state_ == SessionState::kLive ? 0 : absl::ToUnixNanos(ended_));
-  info.set_events(events_);
-  info.set_dropped_events(DroppedLocked());
-  info.set_rejected_events(rejected_events_);
-  info.set_peer_uid(peer_.uid);
-  info.set_peer_gid(peer_.gid);
-  info.set_peer_pid(peer_.pid);
-  FlightToProto(flight_, info.mutable_flight());
+protocol::SessionInfo Session::InfoLocked() const {
+  protocol::SessionInfo info;
+  info.session_id = id_;
+  info.state = state_;
+  info.identity = identity_;
+  info.started = started_;
+  info.ended = state_ == SessionState::kLive ? absl::InfinitePast() : ended_;
+  info.events = events_;
+  info.dropped_events = DroppedLocked();
+  info.rejected_events = rejected_events_;
+  info.peer_uid = peer_.uid;
+  info.peer_gid = peer_.gid;
+  info.peer_pid = peer_.pid;
+  info.flight = flight_;
   if (nan_found_ != absl::InfinitePast()) {
-    info.mutable_flight()->set_nan_found_unix_ns(absl::ToUnixNanos(nan_found_));
-    if (std::optional<NanOrigin> origin = aggregator_.metadata().nan_origin) {
-      ToProto(*origin, info.mutable_flight()->mutable_nan_origin());
-    }
+    info.nan_found = nan_found_;
+    info.nan_origin = aggregator_.metadata().nan_origin;
   }
   return info;
 }
 
-v1::SessionIndexEntry Session::IndexEntry() const {
+protocol::SessionIndexEntry Session::IndexEntry() const {
   absl::MutexLock lock(&mu_);
   return IndexEntryLocked();
 }
 
-v1::SessionIndexEntry Session::IndexEntryLocked() const {
-  v1::SessionIndexEntry entry;
-  *entry.mutable_info() = InfoLocked();
-  entry.set_client_dropped_events(client_dropped_);
-  entry.set_lost_events(lost_events_);
-  entry.set_last_sequence(last_sequence_);
-  return entry;
+protocol::SessionIndexEntry Session::IndexEntryLocked() const {
+  return protocol::SessionIndexEntry{.info = InfoLocked(),
+                                     .client_dropped_events = client_dropped_,
+                                     .lost_events = lost_events_,
+                                     .last_sequence = last_sequence_};
 }
 
 TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.Snapshot()); }
@@ -604,8 +561,8 @@ TraceRecord Session::Record() const {
   return RecordLocked();
 }
 
-v1::Snapshot Session::ToSnapshot() const {
-  v1::Snapshot snap;
+protocol::Snapshot Session::ToSnapshot() const {
+  protocol::Snapshot snap;
   absl::MutexLock lock(&mu_);
   SnapshotLocked(&snap, nullptr);
   return snap;
@@ -631,13 +588,13 @@ Session::WatchView Session::GetWatchView() const {
   return view;
 }
 
-void Session::SnapshotLocked(v1::Snapshot* snap, WatchView* view) const {
-  *snap->mutable_session() = InfoLocked();
+void Session::SnapshotLocked(protocol::Snapshot* snap, WatchView* view) const {
+  snap->session = InfoLocked();
   TraceRecord aggregated = aggregator_.Snapshot();
   std::vector<std::string> history_order;  // The aggregator's layer order.
   history_order.reserve(aggregated.layers.size());
   for (const LayerTrace& l : aggregated.layers) history_order.push_back(l.full_name);
-  ToProto(RecordFromLocked(std::move(aggregated)), snap->mutable_record());
+  snap->record = RecordFromLocked(std::move(aggregated));
   // History by full_name, in the aggregator's layer order where the layer has points.
   absl::flat_hash_map<std::string_view, size_t> agg_by_name;
   for (size_t wire = 0; wire < agg_ids_.size(); ++wire) {
@@ -648,12 +605,12 @@ void Session::SnapshotLocked(v1::Snapshot* snap, WatchView* view) const {
     if (restored_.has_value()) {
       for (const LayerTrace& l : restored_->record.layers) restored_names[l.full_name] = true;
     }
-    for (const v1::LayerTrace& l : snap->record().layers()) {
-      auto it = agg_by_name.find(l.full_name());
+    for (const LayerTrace& l : snap->record.layers) {
+      auto it = agg_by_name.find(l.full_name);
       const bool known = it != agg_by_name.end() && it->second < layer_changed_.size();
       view->layer_changed.push_back(known ? layer_changed_[it->second] : 0);
       view->layer_born.push_back(
-          known && !restored_names.contains(l.full_name()) ? layer_born_[it->second] : 0);
+          known && !restored_names.contains(l.full_name) ? layer_born_[it->second] : 0);
     }
   }
   for (const std::string& name : history_order) {
@@ -661,20 +618,20 @@ void Session::SnapshotLocked(v1::Snapshot* snap, WatchView* view) const {
     if (it == agg_by_name.end() || it->second >= history_.size()) continue;
     const std::vector<HistoryPoint>& points = history_[it->second].points();
     if (points.empty()) continue;
-    v1::LayerHistory* h = snap->add_history();
-    h->set_full_name(name);
-    const int n = static_cast<int>(points.size());
-    h->mutable_steps()->Reserve(n);
-    h->mutable_latency_ms()->Reserve(n);
-    h->mutable_output_std()->Reserve(n);
-    h->mutable_grad_norm()->Reserve(n);
-    h->mutable_non_finite()->Reserve(n);
+    LayerSteps& h = snap->history.layers.emplace_back();
+    h.full_name = name;
+    const size_t n = points.size();
+    h.steps.reserve(n);
+    h.latency_ms.reserve(n);
+    h.output_std.reserve(n);
+    h.grad_norm.reserve(n);
+    h.non_finite.reserve(n);
     for (const HistoryPoint& p : points) {
-      h->add_steps(p.step);
-      h->add_latency_ms(p.latency_ms);
-      h->add_output_std(p.output_std);
-      h->add_grad_norm(p.grad_norm);
-      h->add_non_finite(p.non_finite);
+      h.steps.push_back(p.step);
+      h.latency_ms.push_back(p.latency_ms);
+      h.output_std.push_back(p.output_std);
+      h.grad_norm.push_back(p.grad_norm);
+      h.non_finite.push_back(p.non_finite);
     }
     if (view != nullptr) {
       view->history_changed.push_back(layer_changed_[it->second]);
@@ -700,16 +657,9 @@ absl::StatusOr<bool> Session::WriteSnapshot(const std::string& path, bool force)
     durable = {last_sequence_, PositionLocked()};
     if (!force && changes == written_changes_) return false;
     record = RecordLocked();
-    std::string accounting;
-    google::protobuf::util::JsonPrintOptions print;
-    print.preserve_proto_field_names = true;
-    if (auto s =
-            google::protobuf::util::MessageToJsonString(IndexEntryLocked(), &accounting, print);
-        !s.ok()) {
-      return absl::InternalError(absl::StrCat("cannot encode the accounting of session ", id_, ": ",
-                                              s.message().as_string()));
-    }
-    record.metadata.SetExtra(kSnapshotAccountingKey, std::move(accounting));
+    absl::StatusOr<std::string> accounting = protocol::IndexEntryToJson(IndexEntryLocked());
+    if (!accounting.ok()) return accounting.status();
+    record.metadata.SetExtra(kSnapshotAccountingKey, *std::move(accounting));
   }
   CrashPoint("snapshot");
   if (absl::Status s = WriteFileAtomic(path, TraceToJson(record), kDataFileMode); !s.ok()) return s;
@@ -752,18 +702,15 @@ size_t SessionMemoryBound(size_t layers, size_t history_steps) {
   return kPerSession + layers * per_layer;
 }
 
-std::optional<v1::SessionIndexEntry> TakeSnapshotAccounting(TraceRecord* record) {
+std::optional<protocol::SessionIndexEntry> TakeSnapshotAccounting(TraceRecord* record) {
   std::vector<std::pair<std::string, std::string>>& extra = record->metadata.extra;
   auto it = std::find_if(extra.begin(), extra.end(),
                          [](const auto& kv) { return kv.first == kSnapshotAccountingKey; });
   if (it == extra.end()) return std::nullopt;
-  v1::SessionIndexEntry entry;
-  google::protobuf::util::JsonParseOptions parse;
-  parse.ignore_unknown_fields = true;
-  const bool ok = google::protobuf::util::JsonStringToMessage(it->second, &entry, parse).ok();
+  absl::StatusOr<protocol::SessionIndexEntry> entry = protocol::IndexEntryFromJson(it->second);
   extra.erase(it);
-  if (!ok) return std::nullopt;
-  return entry;
+  if (!entry.ok()) return std::nullopt;
+  return *std::move(entry);
 }
 
 }  // namespace tracetorch::daemon

@@ -23,20 +23,18 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/types/span.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "daemon/core/flight_status.h"
 #include "daemon/core/history.h"
 #include "protocol/events.h"
 #include "protocol/frame_decoder.h"
+#include "protocol/session_info.h"
 #include "trace/aggregator.h"
 #include "trace/anomaly.h"
 #include "trace/record.h"
-#include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::daemon {
-
-enum class SessionState { kLive, kFinished, kAborted };
 
 // The connecting process as the kernel reports it (SO_PEERCRED); -1 when unknown.
 struct PeerCredentials {
@@ -75,7 +73,7 @@ class Session {
   // What the daemon persisted about a session, to continue it after a restart.
   struct Restored {
     TraceRecord record;
-    v1::SessionIndexEntry entry;
+    protocol::SessionIndexEntry entry;
   };
 
   // `id` must already be safe as a file name (SessionManager makes it so).
@@ -91,8 +89,7 @@ class Session {
   // layer, a type conflict, or a name, type or full name longer than kMaxLayerNameBytes;
   // ResourceExhausted when the session would exceed max_layers. Valid entries before the bad one
   // are kept.
-  absl::Status DeclareLayers(absl::Span<const protocol::LayerDecl> layers)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status DeclareLayers(absl::Span<const protocol::LayerDecl> layers) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Feeds a batch, given as its wire bytes (an EventBatch without frame header or AgentMessage
   // tag; protocol/frame_decoder.h decodes it, allocating nothing per event), to the aggregator and
@@ -148,14 +145,14 @@ class Session {
   // Whether any event was accepted, rejected or reported dropped (restored counts included): a
   // session without is not worth keeping as history (a Hello and nothing else).
   bool has_events() const ABSL_LOCKS_EXCLUDED(mu_);
-  v1::SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
-  v1::SessionIndexEntry IndexEntry() const ABSL_LOCKS_EXCLUDED(mu_);
+  protocol::SessionInfo Info() const ABSL_LOCKS_EXCLUDED(mu_);
+  protocol::SessionIndexEntry IndexEntry() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The trace so far: aggregated layers (merged with the restored record, if any), anomalies,
   // metadata from the agent's identity plus "dropped_events" and "session_id" in metadata.extra.
   TraceRecord Record() const ABSL_LOCKS_EXCLUDED(mu_);
   // Info + Record + per-layer history.
-  v1::Snapshot ToSnapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  protocol::Snapshot ToSnapshot() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // For live viewers (daemon/core/watch_hub.h). Every mutation bumps a version; each layer
   // remembers the version of its first and of its latest accepted event, so that a viewer holding
@@ -166,14 +163,14 @@ class Session {
     // none did yet.
     absl::Time newest_event = absl::InfinitePast();
     SessionState state = SessionState::kLive;
-    v1::Snapshot snapshot;  // As ToSnapshot(), taken at `version`.
-    // Parallel to snapshot.record().layers() and snapshot.history(): the version of the entry's
+    protocol::Snapshot snapshot;  // As ToSnapshot(), taken at `version`.
+    // Parallel to snapshot.record.layers and snapshot.history: the version of the entry's
     // latest change and of its first appearance (0: it was restored from disk / never changed).
     std::vector<uint64_t> layer_changed;
     std::vector<uint64_t> layer_born;
     std::vector<uint64_t> history_changed;
     std::vector<uint64_t> history_born;
-    // Also parallel to snapshot.history(): the version of the layer's latest history thinning (0:
+    // Also parallel to snapshot.history: the version of the layer's latest history thinning (0:
     // never; a viewer's copy older than that cannot be continued), and the version of each
     // point's latest change (HistoryPoint::stamp; parallel to the entry's steps).
     std::vector<uint64_t> history_thinned;
@@ -203,10 +200,11 @@ class Session {
   TraceRecord RecordLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // RecordLocked() from an aggregator snapshot already taken.
   TraceRecord RecordFromLocked(TraceRecord aggregated) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  v1::SessionInfo InfoLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  v1::SessionIndexEntry IndexEntryLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  protocol::SessionInfo InfoLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  protocol::SessionIndexEntry IndexEntryLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Fills `snap` (ToSnapshot) and, when given, the versions of `view`.
-  void SnapshotLocked(v1::Snapshot* snap, WatchView* view) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void SnapshotLocked(protocol::Snapshot* snap, WatchView* view) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Records that aggregator layer `id` changed (or first appeared) at the current version.
   // `thinnings_before`: the layer's LayerHistory::thinnings() before the event was recorded.
   void TouchLayerLocked(int32_t id, bool history_was_empty, uint64_t thinnings_before)
@@ -290,7 +288,7 @@ inline constexpr char kSnapshotAccountingKey[] = "tracetorchd_session";
 
 // Removes the accounting from a record read from a snapshot file and returns it; nullopt when the
 // file has none (written by an older tracetorchd) or it does not parse.
-std::optional<v1::SessionIndexEntry> TakeSnapshotAccounting(TraceRecord* record);
+std::optional<protocol::SessionIndexEntry> TakeSnapshotAccounting(TraceRecord* record);
 
 }  // namespace tracetorch::daemon
 

@@ -10,8 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/crash_point.h"
 #include "daemon/core/data_dir.h"
-#include "google/protobuf/util/json_util.h"
-#include "protocol/record_proto.h"
+#include "protocol/session_info_proto.h"
 #include "protocol/wire.h"
 #include "spdlog/spdlog.h"
 #include "trace/atomic_file.h"
@@ -103,28 +102,26 @@ absl::Status SessionManager::LoadIndex() {
   absl::StatusOr<std::string> text = ReadFileToString(path);
   if (text.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
   if (!text.ok()) return text.status();
-  v1::SessionIndex index;
-  google::protobuf::util::JsonParseOptions parse;
-  parse.ignore_unknown_fields = true;
-  if (auto s = google::protobuf::util::JsonStringToMessage(*text, &index, parse); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a tracetorchd session index: ", s.message().as_string()));
+  absl::StatusOr<std::vector<protocol::SessionIndexEntry>> index =
+      protocol::SessionIndexFromJson(*text);
+  if (!index.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", index.status().message()));
   }
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_();
-  for (v1::SessionIndexEntry& e : *index.mutable_sessions()) {
-    const std::string id = e.info().session_id();
+  for (protocol::SessionIndexEntry& e : *index) {
+    const std::string id = e.info.session_id;
     if (!IsSafeId(id) || entries_.contains(id)) {
       spdlog::warn("index {}: skipping entry with invalid or duplicate session id", path);
       continue;
     }
-    if (e.info().state() == v1::SESSION_STATE_LIVE) {
+    if (e.info.state == SessionState::kLive) {
       // The previous daemon died with it live; its agent may still resume it.
-      e.mutable_info()->set_state(v1::SESSION_STATE_ABORTED);
-      e.mutable_info()->set_ended_unix_ns(absl::ToUnixNanos(now));
+      e.info.state = SessionState::kAborted;
+      e.info.ended = now;
     }
     Entry entry;
-    entry.started = absl::FromUnixNanos(e.info().started_unix_ns());
+    entry.started = e.info.started;
     entry.index = std::move(e);
     entries_.emplace(id, std::move(entry));
     order_.push_back(id);
@@ -134,8 +131,8 @@ absl::Status SessionManager::LoadIndex() {
   return absl::OkStatus();
 }
 
-std::string SessionManager::NewIdLocked(const protocol::ProcessIdentity& identity, absl::Time started,
-                                        int32_t uid) {
+std::string SessionManager::NewIdLocked(const protocol::ProcessIdentity& identity,
+                                        absl::Time started, int32_t uid) {
   while (true) {
     std::string id = key_->Tag(
         MakeSessionId(absl::ToUnixNanos(started), identity.host, identity.pid, next_counter_++),
@@ -158,12 +155,10 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const protocol::Hell
     auto it = entries_.find(resume);
     if (it != entries_.end()) {
       Entry& e = it->second;
-      const bool finished = e.session != nullptr
-                                ? e.session->state() == SessionState::kFinished
-                                : e.index.info().state() == v1::SESSION_STATE_FINISHED;
+      const bool finished = e.session != nullptr ? e.session->state() == SessionState::kFinished
+                                                 : e.index.info.state == SessionState::kFinished;
       if (!finished) {
-        const int32_t owner =
-            e.session != nullptr ? e.session->peer_uid() : e.index.info().peer_uid();
+        const int32_t owner = e.session != nullptr ? e.session->peer_uid() : e.index.info.peer_uid;
         if (owner != peer.uid) {
           return absl::PermissionDeniedError(absl::StrCat("session ", resume, " belongs to uid ",
                                                           owner, "; uid ", peer.uid,
@@ -189,17 +184,17 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const protocol::Hell
       !resume.empty() && !options_.data_dir.empty() && !entries_.contains(resume) &&
       IsSafeId(resume)) {
     absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(resume));
-    std::optional<v1::SessionIndexEntry> accounting;
+    std::optional<protocol::SessionIndexEntry> accounting;
     if (record.ok()) accounting = TakeSnapshotAccounting(&*record);
-    if (accounting.has_value() && accounting->info().session_id() == resume &&
-        accounting->info().state() != v1::SESSION_STATE_FINISHED) {
-      if (accounting->info().peer_uid() != peer.uid) {
+    if (accounting.has_value() && accounting->info.session_id == resume &&
+        accounting->info.state != SessionState::kFinished) {
+      if (accounting->info.peer_uid != peer.uid) {
         return absl::PermissionDeniedError(absl::StrCat("session ", resume, " belongs to uid ",
-                                                        accounting->info().peer_uid(), "; uid ",
+                                                        accounting->info.peer_uid, "; uid ",
                                                         peer.uid, " cannot resume it"));
       }
       Entry e;
-      e.started = absl::FromUnixNanos(accounting->info().started_unix_ns());
+      e.started = accounting->info.started;
       Session::Restored restored{*std::move(record), *std::move(accounting)};
       e.session = std::make_shared<Session>(resume, hello, peer, e.started, options_.session_limits,
                                             options_.thresholds, std::move(restored));
@@ -263,12 +258,12 @@ absl::StatusOr<SessionManager::Opened> SessionManager::Open(const protocol::Hell
 }
 
 Session::Restored SessionManager::RestoreLocked(const std::string& id,
-                                                const v1::SessionIndexEntry& index) const {
+                                                const protocol::SessionIndexEntry& index) const {
   Session::Restored restored;
   restored.entry = index;
   if (options_.data_dir.empty()) return restored;
   absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(id));
-  std::optional<v1::SessionIndexEntry> accounting;
+  std::optional<protocol::SessionIndexEntry> accounting;
   if (record.ok()) {
     accounting = TakeSnapshotAccounting(&*record);
     restored.record = *std::move(record);
@@ -280,12 +275,12 @@ Session::Restored SessionManager::RestoreLocked(const std::string& id,
   } else if (!record.ok()) {
     // Nothing of the session is durable: whatever the index counted is not in any file, so the
     // agent's resume counts all it had sent as lost.
-    restored.entry.set_client_dropped_events(0);
-    restored.entry.set_lost_events(0);
-    restored.entry.set_last_sequence(0);
-    restored.entry.mutable_info()->set_events(0);
-    restored.entry.mutable_info()->set_rejected_events(0);
-    restored.entry.mutable_info()->set_dropped_events(0);
+    restored.entry.client_dropped_events = 0;
+    restored.entry.lost_events = 0;
+    restored.entry.last_sequence = 0;
+    restored.entry.info.events = 0;
+    restored.entry.info.rejected_events = 0;
+    restored.entry.info.dropped_events = 0;
     spdlog::warn("resuming session {} without its earlier snapshot: {}", id,
                  record.status().ToString());
   }
@@ -350,13 +345,12 @@ bool SessionManager::WriteSession(const std::shared_ptr<Session>& session, bool 
 }
 
 int32_t SessionManager::UidLocked(const Entry& e) const {
-  return e.session != nullptr ? e.session->peer_uid() : e.index.info().peer_uid();
+  return e.session != nullptr ? e.session->peer_uid() : e.index.info.peer_uid;
 }
 
 bool SessionManager::EndedLocked(const Entry& e) const {
-  return e.attachment == 0 &&
-         (e.session != nullptr ? e.session->state() != SessionState::kLive
-                               : e.index.info().state() != v1::SESSION_STATE_LIVE);
+  return e.attachment == 0 && (e.session != nullptr ? e.session->state() != SessionState::kLive
+                                                    : e.index.info.state != SessionState::kLive);
 }
 
 std::vector<std::string> SessionManager::FairVictimsLocked(size_t excess,
@@ -465,9 +459,8 @@ std::vector<std::string> SessionManager::PruneLocked(absl::Time now) {
   for (const std::string& id : order_) {
     const Entry& e = entries_.at(id);
     if (!ended(e)) continue;
-    const int64_t ended_ns =
-        e.session != nullptr ? e.session->Info().ended_unix_ns() : e.index.info().ended_unix_ns();
-    if (by_age && absl::FromUnixNanos(ended_ns) < now - options_.retain_for) {
+    const absl::Time ended_at = e.session != nullptr ? e.session->Info().ended : e.index.info.ended;
+    if (by_age && ended_at < now - options_.retain_for) {
       victims.push_back(id);
     } else {
       ++ended_count;
@@ -518,7 +511,7 @@ void SessionManager::FlushIndexIfDue() {
 void SessionManager::WriteIndex() {
   if (options_.data_dir.empty()) return;
   absl::MutexLock index_lock(&index_mu_);
-  v1::SessionIndex index;
+  std::vector<protocol::SessionIndexEntry> index;
   {
     absl::MutexLock lock(&mu_);
     if (!index_dirty_) return;
@@ -527,19 +520,15 @@ void SessionManager::WriteIndex() {
     for (const std::string& id : order_) {
       const Entry& e = entries_.at(id);
       if (e.session != nullptr && !e.session->has_events()) continue;  // No history.
-      *index.add_sessions() = e.session != nullptr ? e.session->IndexEntry() : e.index;
+      index.push_back(e.session != nullptr ? e.session->IndexEntry() : e.index);
     }
   }
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  print.add_whitespace = true;
-  print.preserve_proto_field_names = true;
-  if (auto s = google::protobuf::util::MessageToJsonString(index, &json, print); !s.ok()) {
-    index_health_.Failed(absl::InternalError(absl::StrCat("cannot encode the session index: ",
-                                                          s.message().as_string())),
-                         clock_());
+  absl::StatusOr<std::string> encoded = protocol::SessionIndexToJson(index);
+  if (!encoded.ok()) {
+    index_health_.Failed(encoded.status(), clock_());
     return;
   }
+  const std::string& json = *encoded;
   CrashPoint("index");
   const std::string path = absl::StrCat(options_.data_dir, "/index.json");
   absl::Status s = WriteFileAtomic(path, json, kDataFileMode);
@@ -556,21 +545,21 @@ void SessionManager::WriteIndex() {
   index_health_.Succeeded();
 }
 
-std::vector<v1::SessionInfo> SessionManager::List(std::string_view job_id) const {
-  std::vector<v1::SessionInfo> out;
+std::vector<protocol::SessionInfo> SessionManager::List(std::string_view job_id) const {
+  std::vector<protocol::SessionInfo> out;
   absl::MutexLock lock(&mu_);
   for (const std::string& id : order_) {
     const Entry& e = entries_.at(id);
-    v1::SessionInfo info = e.session != nullptr ? e.session->Info() : e.index.info();
-    if (!job_id.empty() && info.identity().job_id() != job_id) continue;
+    protocol::SessionInfo info = e.session != nullptr ? e.session->Info() : e.index.info;
+    if (!job_id.empty() && info.identity.job_id != job_id) continue;
     out.push_back(std::move(info));
   }
   return out;
 }
 
-absl::StatusOr<v1::Snapshot> SessionManager::GetSnapshot(std::string_view ref) const {
+absl::StatusOr<protocol::Snapshot> SessionManager::GetSnapshot(std::string_view ref) const {
   std::shared_ptr<Session> session;
-  v1::SessionInfo info;
+  protocol::SessionInfo info;
   std::string id;
   {
     absl::MutexLock lock(&mu_);
@@ -585,7 +574,7 @@ absl::StatusOr<v1::Snapshot> SessionManager::GetSnapshot(std::string_view ref) c
       return absl::NotFoundError(absl::StrCat("no session \"", std::string(ref), "\""));
     }
     session = it->second.session;
-    info = it->second.index.info();
+    info = it->second.index.info;
   }
   if (session != nullptr) return session->ToSnapshot();
   absl::StatusOr<TraceRecord> record = ReadTraceFile(SnapshotPath(id));
@@ -596,9 +585,9 @@ absl::StatusOr<v1::Snapshot> SessionManager::GetSnapshot(std::string_view ref) c
         absl::StrCat("snapshot of session ", id, " unreadable: ", record.status().message()));
   }
   (void)TakeSnapshotAccounting(&*record);  // The daemon's own bookkeeping, not the trace's.
-  v1::Snapshot snap;
-  *snap.mutable_session() = info;
-  ToProto(*record, snap.mutable_record());
+  protocol::Snapshot snap;
+  snap.session = std::move(info);
+  snap.record = *std::move(record);
   return snap;
 }
 
@@ -686,7 +675,7 @@ SessionManager::Totals SessionManager::totals() const {
     ++t.in_memory;
     if (e.session->state() == SessionState::kLive) ++t.live;
     if (e.not_durable) ++t.not_durable;
-    t.dropped_events += e.session->Info().dropped_events();
+    t.dropped_events += e.session->Info().dropped_events;
   }
   return t;
 }

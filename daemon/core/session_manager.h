@@ -66,7 +66,7 @@
 #include "daemon/core/session_key.h"
 #include "daemon/core/write_health.h"
 #include "protocol/events.h"
-#include "tracetorch/v1/service.pb.h"
+#include "protocol/session_info.h"
 
 namespace tracetorch::daemon {
 
@@ -135,12 +135,14 @@ class SessionManager {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sessions, oldest first; only `job_id`'s when non-empty.
-  std::vector<v1::SessionInfo> List(std::string_view job_id = "") const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<protocol::SessionInfo> List(std::string_view job_id = "") const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // A session's snapshot by id or "latest" (most recently started). Sessions no longer in memory
   // are read from their snapshot file (no history): NotFound when it is gone, Internal when it
   // cannot be read or parsed. NotFound for an unknown id, and for "latest" without sessions.
-  absl::StatusOr<v1::Snapshot> GetSnapshot(std::string_view ref) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<protocol::Snapshot> GetSnapshot(std::string_view ref) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // What `ref` (an id or "latest") resolves to now: the session id and, while the session is in
   // memory, the Session itself (null once evicted: read it with GetSnapshot). NotFound as for
@@ -184,9 +186,9 @@ class SessionManager {
 
  private:
   struct Entry {
-    std::shared_ptr<Session> session;  // Null once evicted.
-    v1::SessionIndexEntry index;       // Refreshed when the session is written or evicted.
-    uint64_t attachment = 0;           // Current attachment; 0 = none.
+    std::shared_ptr<Session> session;   // Null once evicted.
+    protocol::SessionIndexEntry index;  // Refreshed when the session is written or evicted.
+    uint64_t attachment = 0;            // Current attachment; 0 = none.
     absl::Time started;
     bool not_durable = false;  // The latest snapshot write failed: kept in memory until one works.
   };
@@ -196,7 +198,8 @@ class SessionManager {
   // What a resume of `id` (listed in the index as `index`) continues from: the snapshot file's
   // record and accounting; the index entry when the file has no accounting (an older daemon's);
   // zero counts when there is no file.
-  Session::Restored RestoreLocked(const std::string& id, const v1::SessionIndexEntry& index) const
+  Session::Restored RestoreLocked(const std::string& id,
+                                  const protocol::SessionIndexEntry& index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `session`'s snapshot when it changed (or `force`); false when the write failed.
   bool WriteSession(const std::shared_ptr<Session>& session, bool force);
@@ -219,8 +222,8 @@ class SessionManager {
   // outside the lock (RemoveSnapshots).
   std::vector<std::string> PruneLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveSnapshots(const std::vector<std::string>& paths) const;
-  std::string NewIdLocked(const protocol::ProcessIdentity& identity, absl::Time started, int32_t uid)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewIdLocked(const protocol::ProcessIdentity& identity, absl::Time started,
+                          int32_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SessionManagerOptions options_;
   DaemonCounters* const counters_;

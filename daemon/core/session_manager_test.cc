@@ -14,6 +14,8 @@
 #include "gtest/gtest.h"
 #include "trace/atomic_file.h"
 #include "trace/json.h"
+#include "tracetorch/v1/agent.pb.h"
+#include "tracetorch/v1/service.pb.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -71,16 +73,16 @@ TEST(SessionManager, OpenListSnapshotAndAbort) {
 
   auto list = (*m)->List();
   ASSERT_EQ(list.size(), 1u);
-  EXPECT_EQ(list[0].state(), v1::SESSION_STATE_LIVE);
-  EXPECT_EQ(list[0].events(), 3u);
+  EXPECT_EQ(list[0].state, SessionState::kLive);
+  EXPECT_EQ(list[0].events, 3u);
   EXPECT_EQ((*m)->List("other-job").size(), 0u);
   EXPECT_EQ((*m)->List("job-a").size(), 1u);
 
   auto snap = (*m)->GetSnapshot("latest");
   ASSERT_TRUE(snap.ok());
-  EXPECT_EQ(snap->session().session_id(), id);
-  ASSERT_EQ(snap->record().layers_size(), 1);
-  EXPECT_EQ(snap->record().layers(0).forward_count(), 3);
+  EXPECT_EQ(snap->session.session_id, id);
+  ASSERT_EQ(snap->record.layers.size(), 1u);
+  EXPECT_EQ(snap->record.layers[0].forward_count, 3);
   EXPECT_EQ((*m)->GetSnapshot("nope").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*m)->GetSnapshot("../../etc/passwd").status().code(), absl::StatusCode::kNotFound);
 
@@ -145,11 +147,11 @@ TEST(SessionManager, EvictsEndedSessionsToDiskAndStillServesThem) {
   EXPECT_EQ((*m)->totals().in_memory, 1u);
   auto list = (*m)->List();
   ASSERT_EQ(list.size(), 2u);
-  EXPECT_EQ(list[0].state(), v1::SESSION_STATE_FINISHED);
+  EXPECT_EQ(list[0].state, SessionState::kFinished);
   auto snap = (*m)->GetSnapshot(a->session->id());
   ASSERT_TRUE(snap.ok()) << snap.status();
-  EXPECT_EQ(snap->record().layers(0).forward_count(), 2);
-  EXPECT_EQ(snap->history_size(), 0);  // History lives in memory only.
+  EXPECT_EQ(snap->record.layers[0].forward_count, 2);
+  EXPECT_TRUE(snap->history.empty());  // History lives in memory only.
 }
 
 TEST(SessionManager, RestartListsPastSessionsAndResumesALiveOne) {
@@ -174,8 +176,8 @@ TEST(SessionManager, RestartListsPastSessionsAndResumesALiveOne) {
   ASSERT_TRUE(m.ok()) << m.status();
   auto list = (*m)->List();
   ASSERT_EQ(list.size(), 1u);
-  EXPECT_EQ(list[0].session_id(), id);
-  EXPECT_EQ(list[0].state(), v1::SESSION_STATE_ABORTED);
+  EXPECT_EQ(list[0].session_id, id);
+  EXPECT_EQ(list[0].state, SessionState::kAborted);
 
   protocol::Hello resume = MakeHello();
   resume.resume_session_id = id;
@@ -187,10 +189,10 @@ TEST(SessionManager, RestartListsPastSessionsAndResumesALiveOne) {
   EXPECT_TRUE(r->resumed);
   EXPECT_EQ(r->session->id(), id);
   Feed(*r->session, 2);
-  const v1::SessionInfo info = r->session->Info();
-  EXPECT_EQ(info.state(), v1::SESSION_STATE_LIVE);
-  EXPECT_EQ(info.events(), 6u);
-  EXPECT_EQ(info.dropped_events(), 6u);
+  const protocol::SessionInfo info = r->session->Info();
+  EXPECT_EQ(info.state, SessionState::kLive);
+  EXPECT_EQ(info.events, 6u);
+  EXPECT_EQ(info.dropped_events, 6u);
   const TraceRecord rec = r->session->Record();
   ASSERT_EQ(rec.layers.size(), 1u);
   EXPECT_EQ(rec.layers[0].forward_count, 6);  // 4 from before the restart + 2.
@@ -287,7 +289,7 @@ TEST(SessionManager, SessionsWithoutEventsAreNotHistory) {
     (*m)->Release(aborted->session, aborted->attachment, /*ended=*/false);
     const auto list = (*m)->List();
     ASSERT_LE(list.size(), 2u);
-    EXPECT_EQ(list[0].session_id(), real);
+    EXPECT_EQ(list[0].session_id, real);
     EXPECT_EQ(counters.sessions_evicted.load(), 0u);  // The real one was never pushed out.
     (*m)->Shutdown();
     EXPECT_EQ(IndexIds(dir.path()), std::vector<std::string>{real});
@@ -299,7 +301,7 @@ TEST(SessionManager, SessionsWithoutEventsAreNotHistory) {
   auto m = SessionManager::Create(o, &counters);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ((*m)->List().size(), 1u);
-  EXPECT_EQ((*m)->List()[0].session_id(), real);
+  EXPECT_EQ((*m)->List()[0].session_id, real);
 }
 
 // Sessions ending in a burst rewrite the index once per interval, not once each.
@@ -340,7 +342,7 @@ TEST(SessionManager, RetentionKeepsTheNewestEndedSessions) {
   const std::string second = OpenFeedEnd(**m, 1, absl::Now());
   const std::string third = OpenFeedEnd(**m, 1, absl::Now());
   std::vector<std::string> ids;
-  for (const auto& s : (*m)->List()) ids.push_back(s.session_id());
+  for (const auto& s : (*m)->List()) ids.push_back(s.session_id);
   EXPECT_EQ(ids, (std::vector<std::string>{live->session->id(), second, third}));
   EXPECT_FALSE(std::filesystem::exists((*m)->SnapshotPath(first)));
   EXPECT_TRUE(std::filesystem::exists((*m)->SnapshotPath(second)));
@@ -365,7 +367,7 @@ TEST(SessionManager, RetentionForgetsSessionsEndedLongerAgoThanItsAge) {
     now += absl::Hours(5);  // old_one ended 25 h ago, young 5 h ago.
     (*m)->FlushIndexIfDue();
     ASSERT_EQ((*m)->List().size(), 1u);
-    EXPECT_EQ((*m)->List()[0].session_id(), young);
+    EXPECT_EQ((*m)->List()[0].session_id, young);
     EXPECT_FALSE(std::filesystem::exists((*m)->SnapshotPath(old_one)));
     (*m)->Shutdown();
   }
@@ -415,9 +417,9 @@ TEST(SessionManager, AResumeOfAnUnknownSessionKeepsItsIdAndCountsTheGap) {
   EXPECT_TRUE(r->resumed);
   EXPECT_EQ(r->session->id(), id);
   Feed(*r->session, 3);
-  const v1::SessionInfo info = r->session->Info();
-  EXPECT_EQ(info.events(), 3u);
-  EXPECT_EQ(info.dropped_events(), 7u);  // 10 sent in all: 3 received + 7 lost with the daemon.
+  const protocol::SessionInfo info = r->session->Info();
+  EXPECT_EQ(info.events, 3u);
+  EXPECT_EQ(info.dropped_events, 7u);  // 10 sent in all: 3 received + 7 lost with the daemon.
 
   // Not for an id that is no session id, nor over a snapshot already on disk.
   resume.resume_session_id = "../../etc/passwd";
@@ -452,7 +454,7 @@ TEST(SessionManager, AnUnpersistedSessionIdIsNotTakenOverByAnotherUid) {
   EXPECT_FALSE(thief->resumed);
   EXPECT_NE(thief->session->id(), id);
   EXPECT_EQ(thief->session->peer_uid(), 2000);
-  EXPECT_EQ(thief->session->Info().dropped_events(), 0u);  // The owner's counts are not its.
+  EXPECT_EQ(thief->session->Info().dropped_events, 0u);  // The owner's counts are not its.
   // An id without a valid tag (forged, or an older daemon's) is nobody's to continue.
   protocol::Hello forged = resume;
   forged.resume_session_id = "20260101T000000Z-box-10-3";
@@ -531,16 +533,16 @@ TEST(SessionManager, AResumeTakesItsCountsFromTheSnapshotNotTheIndex) {
   auto m = SessionManager::Create(o, &counters);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ((*m)->List().size(), 1u);
-  EXPECT_EQ((*m)->List()[0].events(), 15u);  // The index's figure, until resumed.
+  EXPECT_EQ((*m)->List()[0].events, 15u);  // The index's figure, until resumed.
   protocol::Hello resume = MakeHello();
   resume.resume_session_id = id;
   resume.sent_events = 20;
   auto r = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->resumed);
-  const v1::SessionInfo info = r->session->Info();
-  EXPECT_EQ(info.events(), 10u);
-  EXPECT_EQ(info.dropped_events(), 10u);
+  const protocol::SessionInfo info = r->session->Info();
+  EXPECT_EQ(info.events, 10u);
+  EXPECT_EQ(info.dropped_events, 10u);
   const TraceRecord rec = r->session->Record();
   ASSERT_EQ(rec.layers.size(), 1u);
   EXPECT_EQ(rec.layers[0].forward_count, 10);
@@ -581,8 +583,8 @@ TEST(SessionManager, ASessionOnDiskButNotInTheIndexIsResumedFromItsSnapshot) {
   EXPECT_TRUE(r->resumed);
   EXPECT_EQ(r->session->id(), id);
   Feed(*r->session, 1);
-  EXPECT_EQ(r->session->Info().events(), 5u);
-  EXPECT_EQ(r->session->Info().dropped_events(), 5u);  // 9 sent, 4 durable.
+  EXPECT_EQ(r->session->Info().events, 5u);
+  EXPECT_EQ(r->session->Info().dropped_events, 5u);  // 9 sent, 4 durable.
   EXPECT_EQ(r->session->Record().layers[0].forward_count, 5);
 }
 
@@ -615,8 +617,8 @@ TEST(SessionManager, ASessionIndexedWithoutASnapshotResumesFromZero) {
   auto r = (*m)->Open(resume, {1, 1000, 1000});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->resumed);
-  EXPECT_EQ(r->session->Info().events(), 0u);
-  EXPECT_EQ(r->session->Info().dropped_events(), 6u);
+  EXPECT_EQ(r->session->Info().events, 0u);
+  EXPECT_EQ(r->session->Info().dropped_events, 6u);
 }
 
 // One uid ending session after session evicts and prunes its own, never another uid's few.
@@ -640,7 +642,7 @@ TEST(SessionManager, OneUidCannotEvictOrPruneAnothersSessions) {
     EXPECT_TRUE(std::filesystem::exists((*m)->SnapshotPath(id))) << id;
   }
   size_t flooder = 0;
-  for (const auto& s : (*m)->List()) flooder += s.peer_uid() == 2000 ? 1 : 0;
+  for (const auto& s : (*m)->List()) flooder += s.peer_uid == 2000 ? 1 : 0;
   EXPECT_EQ(flooder, 7u);  // The index holds 10: the quiet uid's 3 and the flooder's newest 7.
   EXPECT_GE(counters.sessions_evicted.load(), 1u);
 
@@ -652,7 +654,7 @@ TEST(SessionManager, OneUidCannotEvictOrPruneAnothersSessions) {
   std::vector<std::string> ids;
   for (int i = 0; i < 12; ++i) ids.push_back(OpenFeedEnd(**alone, 1, absl::Now(), 1000));
   std::vector<std::string> listed;
-  for (const auto& s : (*alone)->List()) listed.push_back(s.session_id());
+  for (const auto& s : (*alone)->List()) listed.push_back(s.session_id);
   EXPECT_EQ(listed, std::vector<std::string>(ids.begin() + 2, ids.end()));
 }
 
@@ -711,7 +713,7 @@ TEST(SessionManagerDisk, SessionsThatCannotBeWrittenStayInMemoryUntilARetryWorks
     EXPECT_EQ(s->durable(), Session::Durable{}) << "acknowledged what is not on disk";
     auto snap = (*m)->GetSnapshot(s->id());
     ASSERT_TRUE(snap.ok()) << snap.status();
-    EXPECT_EQ(snap->session().events(), 3u);
+    EXPECT_EQ(snap->session.events, 3u);
   }
 
   // The back-off: nothing is tried before it passes, then one failure stops the pass.

@@ -9,6 +9,7 @@
 #include "trace/json.h"
 #include "trace/op_graph.h"
 #include "trace/op_graph_json.h"
+#include "tracetorch/v1/agent.pb.h"
 
 namespace tracetorch::daemon {
 namespace {
@@ -119,14 +120,14 @@ TEST(Session, SnapshotEqualsAnAggregatorFedTheSameSamples) {
   EXPECT_EQ(got.metadata.model_name, "Net");
   EXPECT_EQ(got.metadata.pytorch_version, "1.13.1");
 
-  v1::Snapshot snap = s.ToSnapshot();
-  EXPECT_EQ(snap.session().events(), 30u);
-  EXPECT_EQ(snap.session().peer_pid(), 1);
-  EXPECT_EQ(snap.session().peer_uid(), 2);
-  ASSERT_EQ(snap.history_size(), 3);
-  EXPECT_EQ(snap.history(0).steps_size(), 5);
-  EXPECT_DOUBLE_EQ(snap.history(0).grad_norm(4), 5.0);
-  EXPECT_DOUBLE_EQ(snap.history(0).output_std(4), 6.0);
+  protocol::Snapshot snap = s.ToSnapshot();
+  EXPECT_EQ(snap.session.events, 30u);
+  EXPECT_EQ(snap.session.peer_pid, 1);
+  EXPECT_EQ(snap.session.peer_uid, 2);
+  ASSERT_EQ(snap.history.layers.size(), 3u);
+  EXPECT_EQ(snap.history.layers[0].steps.size(), 5u);
+  EXPECT_DOUBLE_EQ(snap.history.layers[0].grad_norm[4], 5.0);
+  EXPECT_DOUBLE_EQ(snap.history.layers[0].output_std[4], 6.0);
 }
 
 // ops="on_nan": the origin arrives first without its op (mid-forward), then again with the op and
@@ -170,7 +171,9 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
   EXPECT_EQ(r.metadata.nan_origin->op_module, "net");
   ASSERT_NE(r.op_graph, nullptr);
   EXPECT_EQ(*r.op_graph, g);
-  EXPECT_EQ(s.ToSnapshot().record().op_graph_json(), OpGraphToJson(g, 0));
+  const protocol::Snapshot snap = s.ToSnapshot();
+  ASSERT_NE(snap.record.op_graph, nullptr);
+  EXPECT_EQ(*snap.record.op_graph, g);
 
   // A later, different origin does not replace the first.
   v1::EventBatch other = second;
@@ -182,7 +185,7 @@ TEST(Session, KeepsTheOriginOpAndTheOpGraph) {
 
   // A restarted daemon restores the record from the snapshot and keeps the graph.
   Session restored("id-1", MakeHello(), {1, 2, 3}, absl::Now(), {}, {},
-                   Session::Restored{r, v1::SessionIndexEntry()});
+                   Session::Restored{r, protocol::SessionIndexEntry()});
   ASSERT_NE(restored.Record().op_graph, nullptr);
   EXPECT_EQ(*restored.Record().op_graph, g);
   EXPECT_EQ(restored.Record().metadata.nan_origin->op, "div_1_4");
@@ -199,8 +202,8 @@ TEST(Session, UndeclaredLayerEventsAreRejectedAndCounted) {
   EXPECT_EQ(r.accepted, 1u);
   EXPECT_EQ(r.rejected, 2u);
   EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.Info().rejected_events(), 2u);
-  EXPECT_EQ(s.Info().events(), 1u);
+  EXPECT_EQ(s.Info().rejected_events, 2u);
+  EXPECT_EQ(s.Info().events, 1u);
 }
 
 TEST(Session, LayerLimitsAndConflicts) {
@@ -237,8 +240,8 @@ TEST(Session, StatesAndDroppedEvents) {
   EXPECT_EQ(s.state(), SessionState::kFinished);
   s.Abort(absl::Now());  // A finished session stays finished.
   EXPECT_EQ(s.state(), SessionState::kFinished);
-  EXPECT_EQ(s.Info().state(), v1::SESSION_STATE_FINISHED);
-  EXPECT_NE(s.Info().ended_unix_ns(), 0);
+  EXPECT_EQ(s.Info().state, SessionState::kFinished);
+  EXPECT_NE(s.Info().ended, absl::InfinitePast());
   const TraceRecord r = s.Record();
   EXPECT_EQ(r.metadata.total_time_ms, 12.5);
   const std::string* dropped = nullptr;
@@ -262,9 +265,9 @@ TEST(Session, ResumeCountsTheGapAsDropped) {
   again.dropped_events = 3;
   s.Resume(again, {});
   EXPECT_EQ(s.state(), SessionState::kLive);
-  EXPECT_EQ(s.Info().dropped_events(), 18u);
+  EXPECT_EQ(s.Info().dropped_events, 18u);
   s.Resume(again, {});  // Idempotent: nothing new is missing.
-  EXPECT_EQ(s.Info().dropped_events(), 18u);
+  EXPECT_EQ(s.Info().dropped_events, 18u);
 }
 
 v1::EventBatch Batch(uint64_t sequence, std::optional<uint64_t> first_event, int events) {
@@ -287,17 +290,17 @@ TEST(Session, ReSentEventsAreSkippedAndGapsCountedOnce) {
   BatchOutcome overlap = s.AddBatchBytes(Batch(2, 2, 5).SerializeAsString()).value();
   EXPECT_EQ(overlap.duplicates, 2u);
   EXPECT_EQ(overlap.accepted, 3u);
-  EXPECT_EQ(s.Info().events(), 7u);
-  EXPECT_EQ(s.Info().dropped_events(), 0u);
+  EXPECT_EQ(s.Info().events, 7u);
+  EXPECT_EQ(s.Info().dropped_events, 0u);
   // Positions 7..9 never arrive: counted as dropped once, when the batch after them does.
   EXPECT_EQ(s.AddBatchBytes(Batch(3, 10, 1).SerializeAsString()).value().accepted, 1u);
-  EXPECT_EQ(s.Info().dropped_events(), 3u);
+  EXPECT_EQ(s.Info().dropped_events, 3u);
   EXPECT_EQ(s.AddBatchBytes(Batch(3, 10, 1).SerializeAsString()).value().duplicates, 1u);
-  EXPECT_EQ(s.Info().dropped_events(), 3u);
+  EXPECT_EQ(s.Info().dropped_events, 3u);
   // An older agent's batch (no position) is applied as new.
   EXPECT_EQ(s.AddBatchBytes(Batch(4, std::nullopt, 2).SerializeAsString()).value().accepted, 2u);
-  EXPECT_EQ(s.Info().events(), 10u);
-  EXPECT_EQ(s.IndexEntry().last_sequence(), 4u);
+  EXPECT_EQ(s.Info().events, 10u);
+  EXPECT_EQ(s.IndexEntry().last_sequence, 4u);
 }
 
 TEST(Session, AResumeThatReSendsCountsOnlyWhatIsNotReSent) {
@@ -310,12 +313,12 @@ TEST(Session, AResumeThatReSendsCountsOnlyWhatIsNotReSent) {
   again.sent_events = 25;         // 15 written after what arrived...
   again.replay_first_event = 12;  // ...of which the agent still holds 12..24 to re-send.
   s.Resume(again, {});
-  EXPECT_EQ(s.Info().dropped_events(), 2u);  // 10 and 11.
+  EXPECT_EQ(s.Info().dropped_events, 2u);  // 10 and 11.
   EXPECT_EQ(s.AddBatchBytes(Batch(2, 12, 13).SerializeAsString()).value().accepted, 13u);
-  EXPECT_EQ(s.Info().events(), 23u);
-  EXPECT_EQ(s.Info().events() + s.Info().dropped_events(), 25u);
+  EXPECT_EQ(s.Info().events, 23u);
+  EXPECT_EQ(s.Info().events + s.Info().dropped_events, 25u);
   s.Resume(again, {});  // Idempotent.
-  EXPECT_EQ(s.Info().dropped_events(), 2u);
+  EXPECT_EQ(s.Info().dropped_events, 2u);
 }
 
 TEST(Session, ABatchWithoutEventsAppliesItsFieldsEvenWhenReSent) {
@@ -337,7 +340,7 @@ TEST(Session, ABatchWithoutEventsAppliesItsFieldsEvenWhenReSent) {
   ASSERT_NE(s.Record().op_graph, nullptr);
   EXPECT_EQ(*s.Record().op_graph, g);
   ASSERT_TRUE(s.Record().metadata.nan_origin.has_value());
-  EXPECT_EQ(s.Info().events(), 5u);
+  EXPECT_EQ(s.Info().events, 5u);
 }
 
 TEST(Session, DurablePointFollowsTheSnapshotOnDisk) {
@@ -354,7 +357,7 @@ TEST(Session, DurablePointFollowsTheSnapshotOnDisk) {
   // A restart continues from the file: its durable point is the file's.
   absl::StatusOr<TraceRecord> record = ReadTraceFile(path);
   ASSERT_TRUE(record.ok()) << record.status();
-  std::optional<v1::SessionIndexEntry> entry = TakeSnapshotAccounting(&*record);
+  std::optional<protocol::SessionIndexEntry> entry = TakeSnapshotAccounting(&*record);
   ASSERT_TRUE(entry.has_value());
   Session restored("id", MakeHello(), {}, absl::Now(), {}, {},
                    Session::Restored{*std::move(record), *std::move(entry)});

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "protocol/record_proto.h"
 #include "report/tensorboard/trace_events.h"
 #include "spdlog/spdlog.h"
 #include "trace/step_history.h"
@@ -16,17 +15,17 @@ namespace tracetorch::daemon {
 void TensorBoardExporter::Export(const SessionManager& manager) {
   absl::MutexLock lock(&mu_);
   absl::flat_hash_set<std::string> listed;
-  for (const v1::SessionInfo& info : manager.List()) {
-    listed.insert(info.session_id());
-    Run& run = runs_[info.session_id()];
+  for (const protocol::SessionInfo& info : manager.List()) {
+    listed.insert(info.session_id);
+    Run& run = runs_[info.session_id];
     if (run.done) continue;
-    absl::StatusOr<SessionManager::Found> found = manager.Find(info.session_id());
+    absl::StatusOr<SessionManager::Found> found = manager.Find(info.session_id);
     if (!found.ok() || found->session == nullptr) {
       run.done = true;  // Evicted (or restored from disk): no history to export.
       run.writer.reset();
       continue;
     }
-    if (!ExportSession(info.session_id(), *found->session, &run)) {
+    if (!ExportSession(info.session_id, *found->session, &run)) {
       run.done = true;
       run.writer.reset();
       ++stats_.errors;
@@ -46,8 +45,8 @@ bool TensorBoardExporter::ExportSession(const std::string& id, const Session& se
   const uint64_t version = session.version();
   const bool ended = session.state() != SessionState::kLive;
   if (version == run->version && !ended) return true;  // Nothing new.
-  const v1::Snapshot snapshot = session.ToSnapshot();
-  const StepHistory history = StepHistoryFromProto(snapshot.history());
+  const protocol::Snapshot snapshot = session.ToSnapshot();
+  const StepHistory& history = snapshot.history;
   if (run->writer == nullptr) {
     if (history.empty() && !ended) return true;  // No step yet: no file yet.
     absl::StatusOr<std::unique_ptr<tensorboard::EventFileWriter>> writer =
@@ -84,7 +83,7 @@ bool TensorBoardExporter::ExportSession(const std::string& id, const Session& se
   }
   if (ended) {
     absl::StatusOr<uint64_t> n =
-        tensorboard::WriteFinalEvents(FromProto(snapshot.record()), last, run->writer.get());
+        tensorboard::WriteFinalEvents(snapshot.record, last, run->writer.get());
     absl::Status closed = n.ok() ? run->writer->Close() : n.status();
     if (!closed.ok()) {
       spdlog::warn("tensorboard export of session {}: {}", id, closed.ToString());

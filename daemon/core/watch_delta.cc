@@ -33,9 +33,9 @@ class OrderCheck {
 
 // The record's layers changed after `base` (or new since), appended to `to`; false when the order
 // breaks (OrderCheck).
-bool AppendChangedLayers(const Session::WatchView& view, uint64_t base,
+bool AppendChangedLayers(const Session::WatchView& view, const v1::Snapshot& full, uint64_t base,
                          google::protobuf::RepeatedPtrField<v1::LayerTrace>* to) {
-  const auto& from = view.snapshot.record().layers();
+  const auto& from = full.record().layers();
   OrderCheck order(base);
   for (int i = 0; i < from.size(); ++i) {
     const size_t k = static_cast<size_t>(i);
@@ -49,9 +49,8 @@ bool AppendChangedLayers(const Session::WatchView& view, uint64_t base,
 // History entry `k` (changed since `base`, not new), as the points the viewer lacks, appended to
 // `to`: an append (after a replayed thinning when there was exactly one since `base`), the whole
 // entry when the viewer's copy cannot be continued, or nothing when no point changed.
-void AppendHistoryEntry(const Session::WatchView& view, size_t k, uint64_t base,
-                        google::protobuf::RepeatedPtrField<v1::LayerHistory>* to) {
-  const v1::LayerHistory& h = view.snapshot.history(static_cast<int>(k));
+void AppendHistoryEntry(const Session::WatchView& view, const v1::LayerHistory& h, size_t k,
+                        uint64_t base, google::protobuf::RepeatedPtrField<v1::LayerHistory>* to) {
   const bool thinned = k >= view.history_thinned.size() || view.history_thinned[k] > base;
   // Thinned exactly once since `base`: the viewer's copy is a prefix of the history just before
   // that thinning (but for points changed since, which are sent), so it can replay it.
@@ -85,9 +84,9 @@ void AppendHistoryEntry(const Session::WatchView& view, size_t k, uint64_t base,
 }
 
 // The history entries changed after `base`, appended to `to`; false when the order breaks.
-bool AppendChangedHistory(const Session::WatchView& view, uint64_t base,
+bool AppendChangedHistory(const Session::WatchView& view, const v1::Snapshot& full, uint64_t base,
                           google::protobuf::RepeatedPtrField<v1::LayerHistory>* to) {
-  const auto& from = view.snapshot.history();
+  const auto& from = full.history();
   OrderCheck order(base);
   for (int i = 0; i < from.size(); ++i) {
     const size_t k = static_cast<size_t>(i);
@@ -96,7 +95,7 @@ bool AppendChangedHistory(const Session::WatchView& view, uint64_t base,
     if (is_new) {
       *to->Add() = from.Get(i);
     } else if (At(view.history_changed, k) > base) {
-      AppendHistoryEntry(view, k, base, to);
+      AppendHistoryEntry(view, from.Get(i), k, base, to);
     }
   }
   return true;
@@ -104,15 +103,16 @@ bool AppendChangedHistory(const Session::WatchView& view, uint64_t base,
 
 }  // namespace
 
-std::optional<v1::Snapshot> BuildWatchDelta(const Session::WatchView& view, uint64_t base) {
-  const v1::Snapshot& f = view.snapshot;
+std::optional<v1::Snapshot> BuildWatchDelta(const Session::WatchView& view,
+                                            const v1::Snapshot& full, uint64_t base) {
+  const v1::Snapshot& f = full;
   v1::Snapshot d;
   *d.mutable_session() = f.session();
   v1::TraceRecord* r = d.mutable_record();
   *r->mutable_metadata() = f.record().metadata();
   *r->mutable_warnings() = f.record().warnings();
-  if (!AppendChangedLayers(view, base, r->mutable_layers()) ||
-      !AppendChangedHistory(view, base, d.mutable_history())) {
+  if (!AppendChangedLayers(view, full, base, r->mutable_layers()) ||
+      !AppendChangedHistory(view, full, base, d.mutable_history())) {
     return std::nullopt;
   }
   return d;

@@ -1,7 +1,7 @@
-// What a live viewer lacks: given the session's state as a Session::WatchView and the version
-// of the viewer's copy (its base), the WatchUpdate delta that brings the copy to the view
-// (service.proto WatchUpdate.delta, daemon/core/watch_hub.h). Pure functions of their arguments:
-// no session, no locks, no clock.
+// What a live viewer lacks: given the session's state as a Session::WatchView (its versions) with
+// its snapshot in wire form, and the version of the viewer's copy (its base), the WatchUpdate delta
+// that brings the copy to the view (service.proto WatchUpdate.delta, daemon/core/watch_hub.h). Pure
+// functions of their arguments: no session, no locks, no clock.
 //
 // A delta holds:
 //  - session info, record metadata and warnings (anomalies), always complete;
@@ -29,8 +29,11 @@ namespace tracetorch::daemon {
 // The delta from `base` to `view` (see above), or nullopt when no delta can express the change:
 // an entry new since `base` comes before an older one (a viewer merging by name appends new
 // entries, so only a full snapshot gives it the right order). The caller decides whether the
-// delta is worth sending over the full (WatchHub sends the smaller).
-std::optional<v1::Snapshot> BuildWatchDelta(const Session::WatchView& view, uint64_t base);
+// delta is worth sending over the full (WatchHub sends the smaller). `full` is view.snapshot as
+// protocol::ToProto (protocol/session_info_proto.h) makes it: its layers and history entries are
+// parallel to the view's versions.
+std::optional<v1::Snapshot> BuildWatchDelta(const Session::WatchView& view,
+                                            const v1::Snapshot& full, uint64_t base);
 
 }  // namespace tracetorch::daemon
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/testing/messages.h"
 #include "gtest/gtest.h"
+#include "protocol/session_info_proto.h"
 #include "protocol/watch_state.h"
 
 namespace tracetorch::daemon {
@@ -16,17 +17,26 @@ namespace {
 
 using test_util::SameProto;
 
+// A view's versions with its snapshot in wire form, as SessionFeed holds them.
+struct TestView : Session::WatchView {
+  v1::Snapshot full;
+};
+
+std::optional<v1::Snapshot> Delta(const TestView& v, uint64_t base) {
+  return BuildWatchDelta(v, v.full, base);
+}
+
 // A view of `layers` layers "l0".."l<n-1>", each with a history of `steps` points (steps 0..),
 // every version 1 (born, changed, every point) and never thinned.
-Session::WatchView MakeView(int layers, int steps) {
-  Session::WatchView v;
+TestView MakeView(int layers, int steps) {
+  TestView v;
   v.version = 1;
-  v.snapshot.mutable_session()->set_session_id("s");
-  v.snapshot.mutable_record()->mutable_metadata()->set_model_name("Net");
-  v.snapshot.mutable_record()->add_warnings()->set_layer("l0");
+  v.full.mutable_session()->set_session_id("s");
+  v.full.mutable_record()->mutable_metadata()->set_model_name("Net");
+  v.full.mutable_record()->add_warnings()->set_layer("l0");
   for (int i = 0; i < layers; ++i) {
-    v.snapshot.mutable_record()->add_layers()->set_full_name(absl::StrCat("l", i));
-    v1::LayerHistory* h = v.snapshot.add_history();
+    v.full.mutable_record()->add_layers()->set_full_name(absl::StrCat("l", i));
+    v1::LayerHistory* h = v.full.add_history();
     h->set_full_name(absl::StrCat("l", i));
     for (int s = 0; s < steps; ++s) {
       h->add_steps(static_cast<uint64_t>(s));
@@ -52,10 +62,10 @@ std::vector<uint64_t> Steps(const v1::LayerHistory& h) {
 }
 
 TEST(BuildWatchDelta, OnlyLayersChangedAfterTheBaseAndAlwaysTheSessionAndAnomalies) {
-  Session::WatchView v = MakeView(3, 4);
+  TestView v = MakeView(3, 4);
   v.version = 9;
   v.layer_changed = {3, 7, 5};
-  std::optional<v1::Snapshot> d = BuildWatchDelta(v, 5);
+  std::optional<v1::Snapshot> d = Delta(v, 5);
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->record().layers_size(), 1);
   EXPECT_EQ(d->record().layers(0).full_name(), "l1");
@@ -64,18 +74,18 @@ TEST(BuildWatchDelta, OnlyLayersChangedAfterTheBaseAndAlwaysTheSessionAndAnomali
   EXPECT_EQ(d->record().warnings_size(), 1);
   EXPECT_EQ(d->history_size(), 0);  // No history entry changed after 5.
   // A viewer at the current version lacks nothing but the always-complete parts.
-  d = BuildWatchDelta(v, 9);
+  d = Delta(v, 9);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->record().layers_size(), 0);
 }
 
 TEST(BuildWatchDelta, NewEntriesAfterOldOnesAreAppendedBeforeThemAFullIsNeeded) {
-  Session::WatchView v = MakeView(3, 2);
+  TestView v = MakeView(3, 2);
   v.layer_born = {1, 1, 6};
   v.layer_changed = {1, 1, 6};
   v.history_born = {1, 1, 6};
   v.history_changed = {1, 1, 6};
-  std::optional<v1::Snapshot> d = BuildWatchDelta(v, 5);
+  std::optional<v1::Snapshot> d = Delta(v, 5);
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->record().layers_size(), 1);
   EXPECT_EQ(d->record().layers(0).full_name(), "l2");
@@ -85,17 +95,17 @@ TEST(BuildWatchDelta, NewEntriesAfterOldOnesAreAppendedBeforeThemAFullIsNeeded) 
 
   // A layer new since the base before one the viewer holds: merging by name would misorder it.
   v.layer_born = {1, 6, 1};
-  EXPECT_FALSE(BuildWatchDelta(v, 5).has_value());
+  EXPECT_FALSE(Delta(v, 5).has_value());
   v.layer_born = {1, 1, 6};
   v.history_born = {6, 1, 1};
-  EXPECT_FALSE(BuildWatchDelta(v, 5).has_value());
+  EXPECT_FALSE(Delta(v, 5).has_value());
 }
 
 TEST(BuildWatchDelta, AHistoryAppendCarriesThePointsChangedAfterTheBaseAndThoseAfterThem) {
-  Session::WatchView v = MakeView(2, 5);
+  TestView v = MakeView(2, 5);
   v.history_changed = {7, 1};
   v.history_point_changed[0] = {1, 2, 6, 3, 7};  // Step 2 changed at 6; 3 was not, 4 is new.
-  std::optional<v1::Snapshot> d = BuildWatchDelta(v, 5);
+  std::optional<v1::Snapshot> d = Delta(v, 5);
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->history_size(), 1);
   const v1::LayerHistory& h = d->history(0);
@@ -111,24 +121,24 @@ TEST(BuildWatchDelta, AHistoryAppendCarriesThePointsChangedAfterTheBaseAndThoseA
 }
 
 TEST(BuildWatchDelta, ALayerChangedWithoutAHistoryPointSendsNoHistory) {
-  Session::WatchView v = MakeView(1, 3);
+  TestView v = MakeView(1, 3);
   v.layer_changed = {8};
   v.history_changed = {8};  // An event for a step out of the history's reach.
-  std::optional<v1::Snapshot> d = BuildWatchDelta(v, 5);
+  std::optional<v1::Snapshot> d = Delta(v, 5);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->record().layers_size(), 1);
   EXPECT_EQ(d->history_size(), 0);
 }
 
 TEST(BuildWatchDelta, OneThinningSinceTheBaseIsReplayedMoreSendTheWholeHistory) {
-  Session::WatchView v = MakeView(1, 4);
+  TestView v = MakeView(1, 4);
   v.history_changed = {8};
   v.history_point_changed[0] = {1, 1, 1, 8};
   v.history_thinned = {6};
   v.history_thinned_before = {3};
   v.history_thin_boundary = {2};
   // Thinned once after 5 (at 6; the one before, at 3, the viewer has seen): replayed.
-  std::optional<v1::Snapshot> d = BuildWatchDelta(v, 5);
+  std::optional<v1::Snapshot> d = Delta(v, 5);
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->history_size(), 1);
   EXPECT_TRUE(d->history(0).append());
@@ -137,7 +147,7 @@ TEST(BuildWatchDelta, OneThinningSinceTheBaseIsReplayedMoreSendTheWholeHistory) 
 
   // Even with no point changed, the thinning itself must reach the viewer.
   v.history_point_changed[0] = {1, 1, 1, 1};
-  d = BuildWatchDelta(v, 5);
+  d = Delta(v, 5);
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->history_size(), 1);
   EXPECT_TRUE(d->history(0).append());
@@ -145,7 +155,7 @@ TEST(BuildWatchDelta, OneThinningSinceTheBaseIsReplayedMoreSendTheWholeHistory) 
   EXPECT_EQ(d->history(0).steps_size(), 0);
 
   // Thinned twice since the base (at 3 and 6, the viewer at 2): its copy cannot be continued.
-  d = BuildWatchDelta(v, 2);
+  d = Delta(v, 2);
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->history_size(), 1);
   EXPECT_FALSE(d->history(0).append());
@@ -154,11 +164,11 @@ TEST(BuildWatchDelta, OneThinningSinceTheBaseIsReplayedMoreSendTheWholeHistory) 
 }
 
 TEST(BuildWatchDelta, AnEntryWithoutItsVersionsIsSentWhole) {
-  Session::WatchView v = MakeView(2, 3);
+  TestView v = MakeView(2, 3);
   v.history_changed = {8, 8};
   v.history_thinned.resize(1);  // Entry 1 has no thinning version: assume the worst.
   v.history_point_changed.resize(1);
-  std::optional<v1::Snapshot> d = BuildWatchDelta(v, 5);
+  std::optional<v1::Snapshot> d = Delta(v, 5);
   ASSERT_TRUE(d.has_value());
   ASSERT_EQ(d->history_size(), 1);  // Entry 0: changed, but no point after 5.
   EXPECT_EQ(d->history(0).full_name(), "l1");
@@ -196,7 +206,7 @@ TEST(BuildWatchDelta, AppliedToTheOldStateGivesTheNewOne) {
   protocol::WatchState viewer;
   v1::WatchUpdate first;
   Session::WatchView before = s.GetWatchView();
-  *first.mutable_full() = before.snapshot;
+  protocol::ToProto(before.snapshot, first.mutable_full());
   ASSERT_TRUE(viewer.Apply(first).ok());
   uint64_t at = 3;
   for (int round = 0; round < 12; ++round) {
@@ -206,12 +216,14 @@ TEST(BuildWatchDelta, AppliedToTheOldStateGivesTheNewOne) {
     if (round % 3 == 0) step(1, at);
     if (round >= 4) step(2, at);
     const Session::WatchView after = s.GetWatchView();
-    std::optional<v1::Snapshot> d = BuildWatchDelta(after, before.version);
+    v1::Snapshot after_full;
+    protocol::ToProto(after.snapshot, &after_full);
+    std::optional<v1::Snapshot> d = BuildWatchDelta(after, after_full, before.version);
     ASSERT_TRUE(d.has_value()) << "round " << round;
     v1::WatchUpdate u;
     *u.mutable_delta() = *std::move(d);
     ASSERT_TRUE(viewer.Apply(u).ok()) << "round " << round;
-    ASSERT_TRUE(SameProto(viewer.snapshot(), after.snapshot)) << "round " << round;
+    ASSERT_TRUE(SameProto(viewer.snapshot(), after_full)) << "round " << round;
     before = after;
   }
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/job.h"
 #include "daemon/core/watch_delta.h"
+#include "protocol/session_info_proto.h"
 
 namespace tracetorch::daemon {
 
@@ -20,10 +21,13 @@ uint64_t SessionFeed::Version(uint64_t pass) {
 const Session::WatchView& SessionFeed::Refresh(uint64_t pass) {
   Version(pass);
   if (view_ == nullptr || view_->version != version_) {
-    auto fresh = std::make_shared<const Session::WatchView>(session_->GetWatchView());
+    auto fresh = std::make_shared<Session::WatchView>(session_->GetWatchView());
     version_ = fresh->version;  // May be newer than what Version() read.
-    full_ = std::shared_ptr<const v1::Snapshot>(fresh, &fresh->snapshot);
-    full_bytes_ = full_->ByteSizeLong();
+    auto full = std::make_shared<v1::Snapshot>();
+    protocol::ToProto(fresh->snapshot, full.get());
+    fresh->snapshot = {};  // Its wire form is what viewers are sent; the versions stay.
+    full_bytes_ = full->ByteSizeLong();
+    full_ = std::move(full);
     view_ = std::move(fresh);
     deltas_.clear();
   }
@@ -33,23 +37,22 @@ const Session::WatchView& SessionFeed::Refresh(uint64_t pass) {
 std::shared_ptr<const v1::Snapshot> SessionFeed::Delta(uint64_t base) {
   auto [it, inserted] = deltas_.try_emplace(base);
   if (!inserted) return it->second;
-  std::optional<v1::Snapshot> d = BuildWatchDelta(*view_, base);
+  std::optional<v1::Snapshot> d = BuildWatchDelta(*view_, *full_, base);
   if (d.has_value() && d->ByteSizeLong() < full_bytes_) {
     it->second = std::make_shared<const v1::Snapshot>(*std::move(d));
   }
   return it->second;
 }
 
-JobSummary SummarizeJob(const std::vector<v1::SessionInfo>& sessions) {
+JobSummary SummarizeJob(const std::vector<protocol::SessionInfo>& sessions) {
   JobSummary out;
   bool ended = true;
-  for (const v1::SessionInfo& s : sessions) {
-    absl::StrAppend(&out.signature, s.session_id(), ":", static_cast<int>(s.state()), ":",
-                    s.events(), ":", s.dropped_events(), ":", s.rejected_events(), ";");
-    if (s.state() == v1::SESSION_STATE_LIVE) {
+  for (const protocol::SessionInfo& s : sessions) {
+    absl::StrAppend(&out.signature, s.session_id, ":", static_cast<int>(s.state), ":", s.events,
+                    ":", s.dropped_events, ":", s.rejected_events, ";");
+    if (s.state == SessionState::kLive) {
       ended = false;
-    } else if (!out.last_ended.has_value() ||
-               s.ended_unix_ns() >= out.last_ended->ended_unix_ns()) {
+    } else if (!out.last_ended.has_value() || s.ended >= out.last_ended->ended) {
       out.last_ended = s;
     }
   }
@@ -75,7 +78,7 @@ JobFeed::Prepared JobFeed::Prepare(const SessionManager& manager, const std::str
   // ends the watch.
   JobSummary summary = SummarizeJob(manager.List(job_id));
   out.all_ended = summary.all_ended;
-  if (summary.last_ended.has_value()) out.last_ended = *std::move(summary.last_ended);
+  if (summary.last_ended.has_value()) protocol::ToProto(*summary.last_ended, &out.last_ended);
   absl::StatusOr<v1::JobSnapshot> job = BuildJobSnapshot(manager, job_id, thresholds);
   if (!job.ok()) {
     out.job = job.status();
@@ -96,9 +99,11 @@ JobFeed::Prepared JobFeed::Prepare(const SessionManager& manager, const std::str
 
 absl::StatusOr<std::shared_ptr<const v1::Snapshot>> EvictedFeed::Prepare(
     const SessionManager& manager, const std::string& session_id) {
-  absl::StatusOr<v1::Snapshot> snap = manager.GetSnapshot(session_id);
+  absl::StatusOr<protocol::Snapshot> snap = manager.GetSnapshot(session_id);
   if (!snap.ok()) return snap.status();
-  return std::make_shared<const v1::Snapshot>(*std::move(snap));
+  auto out = std::make_shared<v1::Snapshot>();
+  protocol::ToProto(*snap, out.get());
+  return out;
 }
 
 }  // namespace tracetorch::daemon

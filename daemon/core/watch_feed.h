@@ -81,9 +81,10 @@ class SessionFeed {
   // The session's version, read once per hub pass (`pass` numbers them).
   uint64_t Version(uint64_t pass);
 
-  // The view at the current version: built once per version, whatever the number of viewers.
+  // The view at the current version: built once per version, whatever the number of viewers. Its
+  // versions only: its snapshot is moved into full(), in the form viewers are sent.
   const Session::WatchView& Refresh(uint64_t pass);
-  // The full snapshot of the view (it shares the view). REQUIRES: Refresh() was called.
+  // The full snapshot of the view. REQUIRES: Refresh() was called.
   const std::shared_ptr<const v1::Snapshot>& full() const { return full_; }
   // The delta from `base` to the view (built once per base, shared), or null when the full should
   // be sent instead: the delta would not be smaller, or cannot keep the order. REQUIRES: Refresh().
@@ -94,7 +95,7 @@ class SessionFeed {
   uint64_t pass_ = 0;  // The pass in which `version_` was read.
   uint64_t version_ = 0;
   std::shared_ptr<const Session::WatchView> view_;  // The latest built.
-  std::shared_ptr<const v1::Snapshot> full_;        // view_->snapshot.
+  std::shared_ptr<const v1::Snapshot> full_;        // view_'s snapshot, converted.
   size_t full_bytes_ = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const v1::Snapshot>> deltas_;  // By base.
 };
@@ -103,9 +104,9 @@ class SessionFeed {
 struct JobSummary {
   std::string signature;   // Ids, states and event counts: changes whenever a viewer should hear.
   bool all_ended = false;  // At least one session, and none live.
-  std::optional<v1::SessionInfo> last_ended;  // The ended session with the latest end time.
+  std::optional<protocol::SessionInfo> last_ended;  // The ended one with the latest end time.
 };
-JobSummary SummarizeJob(const std::vector<v1::SessionInfo>& sessions);
+JobSummary SummarizeJob(const std::vector<protocol::SessionInfo>& sessions);
 
 class JobFeed {
  public:

@@ -37,7 +37,9 @@ class WatchFeedTest : public ::testing::Test {
     std::vector<uint32_t> all;
     for (int i = 0; i < layers; ++i) all.push_back(static_cast<uint32_t>(i));
     if (steps > 0) {
-      EXPECT_EQ(opened->session->AddBatchBytes(Batch(all, 0, steps).SerializeAsString()).value().rejected, 0u);
+      EXPECT_EQ(
+          opened->session->AddBatchBytes(Batch(all, 0, steps).SerializeAsString()).value().rejected,
+          0u);
     }
     return *opened;
   }
@@ -88,8 +90,9 @@ TEST_F(WatchFeedTest, ASessionFeedReadsTheVersionOncePerPassAndBuildsOncePerVers
   EXPECT_EQ(view.version, s.session->version());
   const std::shared_ptr<const v1::Snapshot> full = feed.full();
   ASSERT_NE(full, nullptr);
-  EXPECT_EQ(full.get(), &view.snapshot);  // The full shares the view.
-  feed.Refresh(3);                        // Nothing changed: the same view.
+  EXPECT_EQ(full->session().events(), s.session->Info().events);
+  EXPECT_TRUE(view.snapshot.record.layers.empty());  // Moved into the full.
+  feed.Refresh(3);                                   // Nothing changed: the same view.
   EXPECT_EQ(feed.full(), full);
   s.session->AddBatchBytes(Batch({1}, 6, 1).SerializeAsString()).value();
   feed.Refresh(4);
@@ -119,30 +122,30 @@ TEST_F(WatchFeedTest, DeltasAreBuiltOncePerBaseAndOnlyWhenSmallerThanTheFull) {
 
 TEST(SummarizeJob, SignatureAllEndedAndTheLastToEnd) {
   EXPECT_FALSE(SummarizeJob({}).all_ended);  // No session: not ended (nothing to end).
-  std::vector<v1::SessionInfo> sessions(2);
-  sessions[0].set_session_id("a");
-  sessions[0].set_state(v1::SESSION_STATE_FINISHED);
-  sessions[0].set_ended_unix_ns(200);
-  sessions[1].set_session_id("b");
-  sessions[1].set_state(v1::SESSION_STATE_LIVE);
+  std::vector<protocol::SessionInfo> sessions(2);
+  sessions[0].session_id = "a";
+  sessions[0].state = SessionState::kFinished;
+  sessions[0].ended = absl::FromUnixNanos(200);
+  sessions[1].session_id = "b";
+  sessions[1].state = SessionState::kLive;
   JobSummary live = SummarizeJob(sessions);
   EXPECT_FALSE(live.all_ended);
   ASSERT_TRUE(live.last_ended.has_value());
-  EXPECT_EQ(live.last_ended->session_id(), "a");
+  EXPECT_EQ(live.last_ended->session_id, "a");
 
-  sessions[1].set_state(v1::SESSION_STATE_ABORTED);
-  sessions[1].set_ended_unix_ns(300);
+  sessions[1].state = SessionState::kAborted;
+  sessions[1].ended = absl::FromUnixNanos(300);
   JobSummary ended = SummarizeJob(sessions);
   EXPECT_TRUE(ended.all_ended);
-  EXPECT_EQ(ended.last_ended->session_id(), "b");
+  EXPECT_EQ(ended.last_ended->session_id, "b");
   EXPECT_NE(ended.signature, live.signature);
 
   // Every count a viewer sees moves the signature.
   for (int field = 0; field < 3; ++field) {
-    std::vector<v1::SessionInfo> more = sessions;
-    if (field == 0) more[0].set_events(1);
-    if (field == 1) more[0].set_dropped_events(1);
-    if (field == 2) more[0].set_rejected_events(1);
+    std::vector<protocol::SessionInfo> more = sessions;
+    if (field == 0) more[0].events = 1;
+    if (field == 1) more[0].dropped_events = 1;
+    if (field == 2) more[0].rejected_events = 1;
     EXPECT_NE(SummarizeJob(more).signature, ended.signature) << field;
   }
 }

@@ -419,7 +419,7 @@ void WatchHub::SendSessionState(Viewer& v, absl::Time now, Pass& pass) {
     }
   }
   const uint64_t sequence = v.machine.StateSent(
-      view.version, ended ? std::optional(view.snapshot.session()) : std::nullopt, now);
+      view.version, ended ? std::optional(feed.full()->session()) : std::nullopt, now);
   pass.Send(v.id, SnapshotUpdate(std::move(payload), delta), sequence,
             UnixNanosOrZero(view.newest_event), /*follow_up=*/ended, options_.clock());
 }

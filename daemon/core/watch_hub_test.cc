@@ -24,6 +24,7 @@ using test_util::Batch;
 using test_util::MakeHello;
 using test_util::SameProto;
 using test_util::Table;
+using test_util::Wire;
 
 // A viewer's stream as the hub sees it: records what it was sent; writes complete when the test
 // says so (a stalled viewer never completes them), or at once with `auto_complete`.
@@ -282,7 +283,7 @@ TEST_F(WatchHubTest, FirstUpdateIsTheFullStateAtOnce) {
   EXPECT_EQ(u.sequence(), 1u);
   EXPECT_EQ(u.sent_unix_ns(), absl::ToUnixNanos(now_));
   EXPECT_GT(u.newest_event_unix_ns(), 0);
-  EXPECT_TRUE(SameProto(u.full(), s->ToSnapshot()));
+  EXPECT_TRUE(SameProto(u.full(), Wire(s->ToSnapshot())));
   EXPECT_EQ(u.full().record().layers_size(), 3);
   EXPECT_EQ(u.full().history_size(), 3);
   EXPECT_EQ(hub->stats().watchers, 1u);
@@ -369,7 +370,7 @@ TEST_F(WatchHubTest, DeltaCarriesOnlyWhatChangedAndAppliesToTheSameState) {
   EXPECT_TRUE(u.delta().history(0).append());  // Only the new point, not the 41.
   ASSERT_EQ(u.delta().history(0).steps_size(), 1);
   EXPECT_EQ(u.delta().history(0).steps(0), 40u);
-  EXPECT_EQ(u.delta().session().events(), s->Info().events());  // Always complete.
+  EXPECT_EQ(u.delta().session().events(), s->Info().events);  // Always complete.
   EXPECT_TRUE(u.delta().record().has_metadata());
   EXPECT_LT(u.ByteSizeLong(), sink.update(0)->ByteSizeLong() / 3);
 
@@ -387,7 +388,7 @@ TEST_F(WatchHubTest, DeltaCarriesOnlyWhatChangedAndAppliesToTheSameState) {
 
   const protocol::WatchState state = sink.State();
   ASSERT_TRUE(state.has_snapshot());
-  EXPECT_TRUE(SameProto(state.snapshot(), s->ToSnapshot()));
+  EXPECT_TRUE(SameProto(state.snapshot(), Wire(s->ToSnapshot())));
 }
 
 TEST_F(WatchHubTest, StreamingLayersSendOnlyTheirNewPoints) {
@@ -424,7 +425,7 @@ TEST_F(WatchHubTest, StreamingLayersSendOnlyTheirNewPoints) {
     delta_history_bytes += h.ByteSizeLong();
   }
   EXPECT_LT(delta_history_bytes * 10, full_history_bytes);
-  EXPECT_TRUE(SameProto(sink.State().snapshot(), s->ToSnapshot()));
+  EXPECT_TRUE(SameProto(sink.State().snapshot(), Wire(s->ToSnapshot())));
 
   // A late event for step 40 of one layer (still in reach) changes a point the viewer holds: the
   // entry starts there and carries what follows it.
@@ -448,7 +449,7 @@ TEST_F(WatchHubTest, StreamingLayersSendOnlyTheirNewPoints) {
   EXPECT_EQ(h.steps(0), 40u);
   EXPECT_DOUBLE_EQ(h.grad_norm(0), -7.0);
   EXPECT_TRUE(h.non_finite(0));
-  EXPECT_TRUE(SameProto(sink.State().snapshot(), s->ToSnapshot()));
+  EXPECT_TRUE(SameProto(sink.State().snapshot(), Wire(s->ToSnapshot())));
 }
 
 // A history thinned once since the viewer's copy is sent as an append with thin_before_step (the
@@ -470,7 +471,7 @@ TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact
   LayerHistory mirror(8, LayerHistory::Stagger(0, 8));
   for (uint64_t step = 0; step < 5; ++step) mirror.RecordForward(step, 1.0, 1.0, false);
   auto history_steps = [&](int layer) {
-    const v1::Snapshot snapshot = s->ToSnapshot();  // Outlives the loop over its field.
+    const v1::Snapshot snapshot = Wire(s->ToSnapshot());  // Outlives the loop over its field.
     const auto& field = snapshot.history(layer).steps();
     return std::vector<uint64_t>(field.begin(), field.end());
   };
@@ -529,7 +530,7 @@ TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact
       EXPECT_EQ(h0->steps(0), after[after.size() - static_cast<size_t>(steps)]);
       ++(thinned == 1 ? thin_appended : appended);
     }
-    EXPECT_TRUE(SameProto(fast.State().snapshot(), s->ToSnapshot())) << "tick " << tick;
+    EXPECT_TRUE(SameProto(fast.State().snapshot(), Wire(s->ToSnapshot()))) << "tick " << tick;
 
     // The slow viewer: one thinning since its previous update is replayed, more are sent whole.
     if (slow.count() > slow_count) {
@@ -544,7 +545,7 @@ TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact
       EXPECT_EQ(w0->thin_before_step(), gap == 1 ? mirror.thin_boundary() : 0u) << "tick " << tick;
       if (gap >= 2) ++slow_replaced;
       if (gap == 1) ++slow_thin_appended;
-      EXPECT_TRUE(SameProto(slow.State().snapshot(), s->ToSnapshot())) << "tick " << tick;
+      EXPECT_TRUE(SameProto(slow.State().snapshot(), Wire(s->ToSnapshot()))) << "tick " << tick;
     }
   }
   EXPECT_GT(appended, 5);
@@ -570,7 +571,7 @@ TEST_F(WatchHubTest, ThinnedHistoryIsReplayedOrSentWholeAndEveryViewerStaysExact
 
   // Whatever each viewer was sent (full, deltas across thinnings, coalesced states), applying it
   // gives the session's state.
-  const v1::Snapshot want = s->ToSnapshot();
+  const v1::Snapshot want = Wire(s->ToSnapshot());
   EXPECT_GT(hub->stats().updates_coalesced, 0u);
   EXPECT_GT(slow.count(), 5u);
   for (FakeSink* sink : {&fast, &slow, &late}) {
@@ -590,7 +591,7 @@ TEST_F(WatchHubTest, FullWhenTheDeltaWouldNotBeSmaller) {
   hub->Poll();
   ASSERT_EQ(sink.count(), 2u);
   EXPECT_EQ(sink.update(1)->kind_case(), v1::WatchUpdate::kFull);
-  EXPECT_TRUE(SameProto(sink.update(1)->full(), s->ToSnapshot()));
+  EXPECT_TRUE(SameProto(sink.update(1)->full(), Wire(s->ToSnapshot())));
 }
 
 TEST_F(WatchHubTest, UpdatesFollowTheIntervalTicks) {
@@ -674,7 +675,7 @@ TEST_F(WatchHubTest, StalledViewerIsCoalescedToTheNewestAndDelaysNoOne) {
   const v1::WatchUpdate& u = *stalled.last();
   EXPECT_EQ(u.sequence(), 6u);  // 2..5 were skipped: the gap shows the coalesced states.
   const protocol::WatchState state = stalled.State();
-  EXPECT_TRUE(SameProto(state.snapshot(), s->ToSnapshot()));
+  EXPECT_TRUE(SameProto(state.snapshot(), Wire(s->ToSnapshot())));
 
   // Back to its ticks: nothing more before the next one.
   stalled.Complete();
@@ -761,7 +762,8 @@ TEST_F(WatchHubTest, SessionEndSendsFinalFullThenEndedThenCloses) {
   Subscribe(*hub, Request(s->id(), 0.1), sink);
   hub->Poll();
   sink.Complete();
-  s->AddBatchBytes(Batch({0}, 20, 1).SerializeAsString()).value();  // Small change: would be a delta...
+  s->AddBatchBytes(Batch({0}, 20, 1).SerializeAsString())
+      .value();  // Small change: would be a delta...
   protocol::End end;
   end.total_time_ms = 42;
   s->Finish(end, now_);
@@ -770,7 +772,7 @@ TEST_F(WatchHubTest, SessionEndSendsFinalFullThenEndedThenCloses) {
   ASSERT_EQ(sink.count(), 2u);
   ASSERT_EQ(sink.update(1)->kind_case(), v1::WatchUpdate::kFull);  // ...but the final is full.
   EXPECT_EQ(sink.update(1)->full().session().state(), v1::SESSION_STATE_FINISHED);
-  EXPECT_TRUE(SameProto(sink.update(1)->full(), s->ToSnapshot()));
+  EXPECT_TRUE(SameProto(sink.update(1)->full(), Wire(s->ToSnapshot())));
   hub->Poll();  // Nothing while the final state is being written.
   EXPECT_EQ(sink.count(), 2u);
   sink.Complete();

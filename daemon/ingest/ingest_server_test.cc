@@ -286,7 +286,7 @@ TEST_F(IngestServerTest, ASlowPeerThatNeverCompletesAFrameIsClosed) {
   EXPECT_EQ(FatalCode(slow), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
   EXPECT_EQ(counters_.connections_timed_out.load(), 1u);
   ASSERT_EQ(manager_->List().size(), 1u);
-  EXPECT_EQ(manager_->List()[0].state(), v1::SESSION_STATE_ABORTED);
+  EXPECT_EQ(manager_->List()[0].state, SessionState::kAborted);
 }
 
 // One uid at its share of the slots is refused; another uid still connects and streams.
@@ -507,8 +507,9 @@ TEST_F(IngestServerTest, LargeFramesShareTheMemoryBudgetAndGiveItBack) {
   send_b.join();
   ASSERT_TRUE(test_util::WaitFor([&] {
     const auto list = manager_->List();
-    return list.size() == 2 && std::all_of(list.begin(), list.end(), [](const v1::SessionInfo& s) {
-             return s.state() == v1::SESSION_STATE_FINISHED;
+    return list.size() == 2 &&
+           std::all_of(list.begin(), list.end(), [](const protocol::SessionInfo& s) {
+             return s.state == SessionState::kFinished;
            });
   }));
   (*server)->Shutdown();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "protocol/session_info_proto.h"
 #include "spdlog/spdlog.h"
 #include "trace/divergence.h"
 #include "trace/forward_passes.h"
@@ -308,15 +309,15 @@ DaemonMetrics::DaemonMetrics(std::function<v1::DaemonStats()> stats, const Sessi
 
 std::vector<SessionSample> DaemonMetrics::LiveSessions() const {
   std::vector<SessionSample> out;
-  for (v1::SessionInfo& info : sessions_->List()) {
-    if (info.state() != v1::SESSION_STATE_LIVE) continue;
-    absl::StatusOr<SessionManager::Found> found = sessions_->Find(info.session_id());
+  for (const protocol::SessionInfo& info : sessions_->List()) {
+    if (info.state != protocol::SessionState::kLive) continue;
+    absl::StatusOr<SessionManager::Found> found = sessions_->Find(info.session_id);
     // Ended and evicted meanwhile: no longer live, so not exported.
     if (!found.ok() || found->session == nullptr) continue;
     SessionSample s;
     s.record = found->session->Record();
     s.newest_event = found->session->newest_event();
-    s.info = found->session->Info();
+    protocol::ToProto(found->session->Info(), &s.info);
     s.scraped = absl::Now();
     if (s.info.state() != v1::SESSION_STATE_LIVE) continue;
     out.push_back(std::move(s));

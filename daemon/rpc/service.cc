@@ -11,6 +11,7 @@
 #include "daemon/core/flight_monitor.h"
 #include "daemon/core/worker_pool.h"
 #include "protocol/service_errors.h"
+#include "protocol/session_info_proto.h"
 
 namespace tracetorch::daemon {
 
@@ -29,8 +30,8 @@ grpc::Status ToGrpcStatus(grpc::CallbackServerContext* context, const absl::Stat
 grpc::ServerUnaryReactor* TraceServiceImpl::ListSessions(grpc::CallbackServerContext* context,
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
-  for (v1::SessionInfo& info : deps_.manager->List(request->job_id())) {
-    *response->add_sessions() = std::move(info);
+  for (const protocol::SessionInfo& info : deps_.manager->List(request->job_id())) {
+    protocol::ToProto(info, response->add_sessions());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
@@ -47,8 +48,8 @@ grpc::ServerUnaryReactor* TraceServiceImpl::GetSnapshot(grpc::CallbackServerCont
         context, absl::InvalidArgumentError("GetSnapshot needs a session id or \"latest\"")));
     return reactor;
   }
-  absl::StatusOr<v1::Snapshot> snapshot = deps_.manager->GetSnapshot(ref);
-  if (snapshot.ok()) *response = *std::move(snapshot);
+  absl::StatusOr<protocol::Snapshot> snapshot = deps_.manager->GetSnapshot(ref);
+  if (snapshot.ok()) protocol::ToProto(*snapshot, response);
   reactor->Finish(ToGrpcStatus(context, snapshot.status()));
   return reactor;
 }
@@ -105,8 +106,8 @@ grpc::ServerUnaryReactor* TraceServiceImpl::GetJob(grpc::CallbackServerContext* 
   response->set_job_id(request->job_id());
   if (deps_.fleet == nullptr) {
     response->set_source("this daemon");
-    for (v1::SessionInfo& info : deps_.manager->List(request->job_id())) {
-      *response->add_ranks()->mutable_session() = std::move(info);
+    for (const protocol::SessionInfo& info : deps_.manager->List(request->job_id())) {
+      protocol::ToProto(info, response->add_ranks()->mutable_session());
     }
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);

@@ -286,19 +286,19 @@ void OneRun(int run, uint32_t seed, Replay replay, uint64_t* lost) {
   // What is on disk says the same, and the trace holds exactly the events counted.
   absl::StatusOr<TraceRecord> record = ReadTraceFile(dir.path() + "/data/sessions/" + id + ".json");
   ASSERT_TRUE(record.ok()) << record.status();
-  std::optional<v1::SessionIndexEntry> accounting = TakeSnapshotAccounting(&*record);
+  std::optional<protocol::SessionIndexEntry> accounting = TakeSnapshotAccounting(&*record);
   ASSERT_TRUE(accounting.has_value());
   uint64_t in_trace = 0;
   for (const LayerTrace& l : record->layers) {
     in_trace += static_cast<uint64_t>(l.forward_count + l.backward_count);
   }
-  const v1::SessionInfo& on_disk = accounting->info();
-  EXPECT_EQ(on_disk.events(), in_trace);
-  EXPECT_EQ(in_trace + on_disk.dropped_events() + on_disk.rejected_events(), p.produced())
-      << "in trace " << in_trace << " dropped " << on_disk.dropped_events();
-  *lost += accounting->lost_events();
+  const protocol::SessionInfo& on_disk = accounting->info;
+  EXPECT_EQ(on_disk.events, in_trace);
+  EXPECT_EQ(in_trace + on_disk.dropped_events + on_disk.rejected_events, p.produced())
+      << "in trace " << in_trace << " dropped " << on_disk.dropped_events;
+  *lost += accounting->lost_events;
   if (replay == Replay::kLarge) {
-    EXPECT_EQ(accounting->lost_events(), 0u);
+    EXPECT_EQ(accounting->lost_events, 0u);
     EXPECT_EQ(in_trace, p.produced() - stats.dropped_events);
     ASSERT_NE(record->op_graph, nullptr)
         << "the op graph sent before the kill is not in the final trace";
@@ -312,7 +312,7 @@ void OneRun(int run, uint32_t seed, Replay replay, uint64_t* lost) {
   EXPECT_EQ(index->sessions(0).info().session_id(), id);
   EXPECT_EQ(index->sessions(0).info().state(), v1::SESSION_STATE_FINISHED);
   EXPECT_EQ(index->sessions(0).info().events(), in_trace);
-  EXPECT_EQ(index->sessions(0).info().dropped_events(), on_disk.dropped_events());
+  EXPECT_EQ(index->sessions(0).info().dropped_events(), on_disk.dropped_events);
 }
 
 // The stream position a session's snapshot file holds (events + rejected + lost); nullopt when
@@ -320,9 +320,9 @@ void OneRun(int run, uint32_t seed, Replay replay, uint64_t* lost) {
 std::optional<uint64_t> OnDisk(const std::string& data_dir, const std::string& id) {
   absl::StatusOr<TraceRecord> record = ReadTraceFile(data_dir + "/sessions/" + id + ".json");
   if (!record.ok()) return std::nullopt;
-  std::optional<v1::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
+  std::optional<protocol::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
   if (!a.has_value()) return std::nullopt;
-  return a->info().events() + a->info().rejected_events() + a->lost_events();
+  return a->info.events + a->info.rejected_events + a->lost_events;
 }
 
 // An agent that streams `steps` steps (no periodic snapshot comes: --snapshot-interval 60) and

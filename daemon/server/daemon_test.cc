@@ -746,7 +746,7 @@ TEST(DaemonFiles, AreGroupReadableOnlyWhateverTheUmask) {
       id = (*c)->session_id();
       ASSERT_TRUE(WaitFor([&] {
         auto list = (*d)->sessions().List();
-        return list.size() == 1 && list[0].state() == v1::SESSION_STATE_FINISHED;
+        return list.size() == 1 && list[0].state == SessionState::kFinished;
       }));
       (*d)->Shutdown();
     }

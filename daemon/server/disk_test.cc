@@ -146,9 +146,9 @@ class Agent {
 std::optional<uint64_t> FilePosition(const std::string& path) {
   absl::StatusOr<TraceRecord> record = ReadTraceFile(path);
   if (!record.ok()) return std::nullopt;
-  std::optional<v1::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
+  std::optional<protocol::SessionIndexEntry> a = TakeSnapshotAccounting(&*record);
   if (!a.has_value()) return std::nullopt;
-  return a->info().events() + a->info().rejected_events() + a->lost_events();
+  return a->info.events + a->info.rejected_events + a->lost_events;
 }
 
 std::string ReadAll(const std::string& path) {

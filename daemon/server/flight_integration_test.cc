@@ -24,6 +24,7 @@
 #include "flight/recorder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "protocol/session_info_proto.h"
 #include "protocol/wire.h"
 #include "service_client/service_client.h"
 
@@ -106,11 +107,13 @@ class FlightIntegrationTest : public ::testing::Test {
     return a;
   }
 
+  // As a viewer gets it (ListSessions).
   static v1::SessionInfo Info(Daemon& d, const std::string& id) {
-    for (const v1::SessionInfo& s : d.sessions().List()) {
-      if (s.session_id() == id) return s;
+    v1::SessionInfo out;
+    for (const protocol::SessionInfo& s : d.sessions().List()) {
+      if (s.session_id == id) protocol::ToProto(s, &out);
     }
-    return {};
+    return out;
   }
 
   TempDir dir_;

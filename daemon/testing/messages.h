@@ -1,6 +1,6 @@
 // Messages the daemon's tests feed sessions and compare (not part of tracetorchd): the builders of
-// agent_messages.h (an agent's Hello, a layer table, a batch of events), and proto equality that
-// treats NaN as equal (a history's "no value").
+// agent_messages.h (an agent's Hello, a layer table, a batch of events), proto equality that
+// treats NaN as equal (a history's "no value"), and a snapshot in the form viewers are sent.
 #ifndef TRACETORCH_DAEMON_TESTING_MESSAGES_H_
 #define TRACETORCH_DAEMON_TESTING_MESSAGES_H_
 
@@ -10,6 +10,7 @@
 #include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "protocol/session_info_proto.h"
 
 namespace tracetorch::daemon::test_util {
 
@@ -24,6 +25,13 @@ inline ::testing::AssertionResult SameProto(const google::protobuf::Message& a,
   d.ReportDifferencesToString(&report);
   if (d.Compare(a, b)) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << report.substr(0, 4000);
+}
+
+// `snapshot` (Session::ToSnapshot, SessionManager::GetSnapshot) as the service sends it.
+inline v1::Snapshot Wire(const protocol::Snapshot& snapshot) {
+  v1::Snapshot out;
+  protocol::ToProto(snapshot, &out);
+  return out;
 }
 
 }  // namespace tracetorch::daemon::test_util
