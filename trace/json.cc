@@ -36,7 +36,10 @@ simdjson::dom::parser& ThreadParser() {
   return parser;
 }
 
-absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded) {
+// Parses `text`. When `owned` holds `text`, it is freed as soon as the document is parsed (the
+// parsed document holds copies of its strings), so that a file's bytes and its record are not
+// held at once.
+absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded, std::string* owned) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return absl::InvalidArgumentError("file is empty");
   }
@@ -52,6 +55,7 @@ absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded) {
   simdjson::dom::element root;
   simdjson::error_code error = parser.parse(text.data(), text.size(), !padded).get(root);
   if (error == simdjson::SUCCESS) {
+    if (owned != nullptr) std::string().swap(*owned);
     if (auto s = json_internal::ReadRecordDocument(root, /*rewritten=*/false, &record); !s.ok()) {
       return s;
     }
@@ -79,7 +83,7 @@ absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded) {
 }  // namespace
 
 absl::StatusOr<TraceRecord> ParseTraceJson(std::string_view text) {
-  return ParseBuffer(text, /*padded=*/false);
+  return ParseBuffer(text, /*padded=*/false, /*owned=*/nullptr);
 }
 
 absl::StatusOr<TraceRecord> ReadTraceFile(const std::string& path) {
@@ -87,7 +91,7 @@ absl::StatusOr<TraceRecord> ReadTraceFile(const std::string& path) {
   if (!text.ok()) return text.status();
   // ReadFileToString leaves room past the end: parse in place when it is enough for simdjson.
   const bool padded = text->capacity() - text->size() >= simdjson::SIMDJSON_PADDING;
-  return ParseBuffer(*text, padded);
+  return ParseBuffer(*text, padded, &*text);
 }
 
 std::string TraceToJson(const TraceRecord& record, JsonStyle style) {

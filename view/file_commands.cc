@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -30,16 +32,35 @@ absl::Status Recompute(TraceRecord* record) {
   return absl::OkStatus();
 }
 
+// Says, on stderr, which warnings of `record` (read from `path`) are of a type this version does
+// not know (they are kept).
+void NoteUnknownAnomalyTypes(const std::string& path, const TraceRecord& record,
+                             const CliEnvironment& env) {
+  if (std::string note = DescribeUnknownAnomalyTypes(record); !note.empty()) {
+    Note(env, absl::StrCat(path, ": ", note));
+  }
+}
+
+// LoadTraceFile of `a` and of `b`, the first on a thread of its own (one after the other when no
+// thread can be started).
+void ReadBoth(const std::string& a, const std::string& b, absl::StatusOr<TraceRecord>* out_a,
+              absl::StatusOr<TraceRecord>* out_b) {
+  std::thread reader;
+  try {
+    reader = std::thread([&a, out_a] { *out_a = LoadTraceFile(a); });
+  } catch (const std::system_error&) {
+    *out_a = LoadTraceFile(a);
+  }
+  *out_b = LoadTraceFile(b);
+  if (reader.joinable()) reader.join();
+}
+
 // Loads `path`, re-running anomaly detection if asked. The error is a DescribeLoadError line.
 // Warnings of a type this version does not know are kept, with a note saying so.
 absl::StatusOr<TraceRecord> Load(const std::string& path, bool recompute,
                                  const CliEnvironment& env) {
   absl::StatusOr<TraceRecord> record = LoadTraceFile(path);
-  if (record.ok() && !recompute) {
-    if (std::string note = DescribeUnknownAnomalyTypes(*record); !note.empty()) {
-      Note(env, absl::StrCat(path, ": ", note));
-    }
-  }
+  if (record.ok() && !recompute) NoteUnknownAnomalyTypes(path, *record, env);
   if (!record.ok() || !recompute) return record;
   if (absl::Status s = Recompute(&*record); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(path, ": anomaly detection failed: ", s.message()));
@@ -89,14 +110,19 @@ absl::StatusOr<ComparedTraces> CompareTraceFiles(const DiffRequest& request,
   if (absl::Status s = request.thresholds.Validate(); !s.ok()) {
     return s;  // InvalidArgument: "invalid diff thresholds: ..."
   }
-  absl::StatusOr<TraceRecord> baseline = Load(request.baseline, /*recompute=*/false, env);
+  // The two files are read and parsed at once, one on a thread of its own (each thread parses
+  // with its own simdjson parser): a diff's time is mostly parsing. Notes are printed afterwards,
+  // in order, from this thread.
+  absl::StatusOr<TraceRecord> baseline;
+  absl::StatusOr<TraceRecord> current;
+  ReadBoth(request.baseline, request.current, &baseline, &current);
   if (!baseline.ok()) return baseline.status();
-  absl::StatusOr<TraceRecord> current = Load(request.current, /*recompute=*/false, env);
+  NoteUnknownAnomalyTypes(request.baseline, *baseline, env);
   if (!current.ok()) return current.status();
+  NoteUnknownAnomalyTypes(request.current, *current, env);
   TraceDiff diff = DiffRecords(*baseline, *current, request.thresholds);
-  return ComparedTraces{.baseline = *std::move(baseline),
-                        .current = *std::move(current),
-                        .diff = std::move(diff)};
+  return ComparedTraces{
+      .baseline = *std::move(baseline), .current = *std::move(current), .diff = std::move(diff)};
 }
 
 int RunDiff(const DiffRequest& request, const Style& style, const CliEnvironment& env) {
