@@ -449,19 +449,29 @@ absl::StatusOr<EventBatchSummary> SkimEventBatch(std::string_view batch) {
 void DecodeForwardTensors(std::string_view forward, std::vector<TensorInfo>* inputs,
                           std::vector<TensorInfo>* outputs) {
   const int depth = format::kMaxDepth - 1;
+  std::vector<TensorInfo>* const into[2] = {inputs, outputs};
+  size_t used[2] = {0, 0};
   Fields(forward, depth, [&](uint32_t f, uint32_t wt, Reader& r) {
     if ((f != 4 && f != 5) || wt != kLength) return r.Skip(f, wt, depth - 1);
     std::string_view body;
     if (!Nested(r, &body)) return false;
-    TensorInfo& out = (f == 4 ? inputs : outputs)->emplace_back();
+    const int k = f == 4 ? 0 : 1;
+    std::vector<TensorInfo>& v = *into[k];
+    if (used[k] == v.size()) v.emplace_back();
+    TensorInfo& out = v[used[k]++];  // An element already there keeps its storage.
+    out.shape.clear();
+    out.stats.reset();
+    out.nonfinite.reset();
     int32_t dtype = 0, device = 0;
     TensorFlags<TensorStats> t;
     DecodeTensor(body, depth - 1, &dtype, &device, &t, [&](int64_t d) { out.shape.push_back(d); });
-    out.dtype = std::string(DtypeName(dtype));
+    out.dtype.assign(DtypeName(dtype));
     out.device = DeviceName(device);
     if (t.has_stats) out.stats = t.stats;
     return true;
   });
+  inputs->resize(used[0]);
+  outputs->resize(used[1]);
 }
 
 std::optional<std::string_view> EventBatchOfMessage(std::string_view payload) {

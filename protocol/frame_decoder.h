@@ -77,8 +77,10 @@ absl::StatusOr<EventBatchSummary> DecodeEventBatch(std::string_view batch,
 // it too).
 absl::StatusOr<EventBatchSummary> SkimEventBatch(std::string_view batch);
 
-// Appends the tensors of a forward event (ForwardFields::bytes of a decoded batch) to `inputs` and
-// `outputs`: shape, dtype and device names (protocol/codes.h), stats when present.
+// Replaces `inputs` and `outputs` with the tensors of a forward event (ForwardFields::bytes of a
+// decoded batch): shape, dtype and device names (protocol/codes.h), stats when present. Elements
+// already in the vectors are overwritten in place, so a keeper that decodes into the same vectors
+// call after call allocates only when a tensor outgrows what was there.
 void DecodeForwardTensors(std::string_view forward, std::vector<TensorInfo>* inputs,
                           std::vector<TensorInfo>* outputs);
 

@@ -165,6 +165,16 @@ TEST(FrameDecoder, CarriesTheMaskFactsAndABackwardOrigin) {
   EXPECT_EQ(outputs[0].stats->neg_inf_count, 6);
   EXPECT_TRUE(outputs[0].stats->finite_all_zero);
   EXPECT_FALSE(outputs[1].stats->finite_all_zero);
+
+  // Decoding into vectors that hold another event's tensors replaces them exactly (their storage
+  // is reused): as if decoded into fresh vectors.
+  for (size_t k : {size_t{0}, size_t{2}, size_t{1}}) {
+    std::vector<TensorInfo> fresh_in, fresh_out;
+    DecodeForwardTensors(c.forward[k].bytes, &fresh_in, &fresh_out);
+    DecodeForwardTensors(c.forward[k].bytes, &inputs, &outputs);
+    EXPECT_EQ(inputs, fresh_in) << k;
+    EXPECT_EQ(outputs, fresh_out) << k;
+  }
 }
 
 // Hand-made byte strings at the edges of the wire format: each must be accepted or refused as

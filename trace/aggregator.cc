@@ -120,17 +120,15 @@ absl::Status TraceAggregator::Batch::AddBackward(LayerId id, const BackwardSampl
   return aggregator_->AddBackwardLocked(id, sample);
 }
 
-absl::Status TraceAggregator::Batch::SetLatestTensors(LayerId id, std::vector<TensorInfo> inputs,
-                                                      std::vector<TensorInfo> outputs) {
+absl::StatusOr<TraceAggregator::Batch::LatestTensors> TraceAggregator::Batch::MutableLatestTensors(
+    LayerId id) {
   aggregator_->mu_.AssertHeld();
   if (id < 0 || static_cast<size_t>(id) >= aggregator_->layers_.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensors for layer id ", id, ", which was never declared"));
   }
   LayerTrace& t = aggregator_->layers_[static_cast<size_t>(id)].trace;
-  t.inputs = std::move(inputs);
-  t.outputs = std::move(outputs);
-  return absl::OkStatus();
+  return LatestTensors{.inputs = &t.inputs, .outputs = &t.outputs};
 }
 
 absl::Status TraceAggregator::AddForwardLocked(LayerId id, ForwardSample sample) {

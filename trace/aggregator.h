@@ -118,11 +118,15 @@ class TraceAggregator {
     // As TraceAggregator::AddForward / AddBackward.
     absl::Status AddForward(LayerId id, ForwardSample sample);
     absl::Status AddBackward(LayerId id, const BackwardSample& sample);
-    // Gives layer `id` these latest tensors: for a keeper that added a run of forward samples with
-    // tensors_omitted and decodes the last one's tensors afterwards. InvalidArgument for an
-    // undeclared id.
-    absl::Status SetLatestTensors(LayerId id, std::vector<TensorInfo> inputs,
-                                  std::vector<TensorInfo> outputs);
+    // Layer `id`'s latest input and output tensors, to be replaced in place (their storage reused)
+    // by a keeper that added a run of forward samples with tensors_omitted and decodes the last
+    // one's tensors afterwards. Valid while this batch is held. InvalidArgument for an undeclared
+    // id.
+    struct LatestTensors {
+      std::vector<TensorInfo>* inputs = nullptr;
+      std::vector<TensorInfo>* outputs = nullptr;
+    };
+    absl::StatusOr<LatestTensors> MutableLatestTensors(LayerId id);
 
    private:
     TraceAggregator* const aggregator_;

@@ -113,7 +113,7 @@ TEST(TraceAggregator, ABatchAddsAsTheSingleCallsDo) {
     EXPECT_EQ(batch.AddForward(9, Forward(1.0, Tensor({1}, 0, 1))).code(),
               absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(batch.AddBackward(-1, g).code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(batch.SetLatestTensors(3, {}, {}).code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(batch.MutableLatestTensors(3).status().code(), absl::StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(one.Snapshot().layers, many.Snapshot().layers);
 
@@ -131,7 +131,10 @@ TEST(TraceAggregator, ABatchAddsAsTheSingleCallsDo) {
       ASSERT_TRUE(batch.AddBackward(c, g).ok());
     }
     const ForwardSample last = Forward(3.0, Tensor({2}, 0, 3));
-    ASSERT_TRUE(batch.SetLatestTensors(c, last.inputs, last.outputs).ok());
+    absl::StatusOr<TraceAggregator::Batch::LatestTensors> latest = batch.MutableLatestTensors(c);
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    *latest->inputs = last.inputs;
+    *latest->outputs = last.outputs;
   }
   EXPECT_EQ(one.Snapshot().layers, later.Snapshot().layers);
 }

@@ -23,14 +23,15 @@
 namespace tracetorch::daemon {
 namespace {
 
-// Memory is bounded whatever the agent sends: see kMaxLatestTensors.
+// Memory is bounded whatever the agent sends: see kMaxLatestTensors. Storage within the caps is
+// kept for the next call's tensors (DecodeForwardTensors decodes in place).
 void CapTensors(std::vector<TensorInfo>* tensors) {
   if (tensors->size() > kMaxLatestTensors) tensors->resize(kMaxLatestTensors);
   for (TensorInfo& t : *tensors) {
     if (t.shape.size() > kMaxTensorDims) t.shape.resize(kMaxTensorDims);
-    t.shape.shrink_to_fit();
+    if (t.shape.capacity() > kMaxTensorDims) t.shape.shrink_to_fit();
   }
-  tensors->shrink_to_fit();
+  if (tensors->capacity() > kMaxLatestTensors) tensors->shrink_to_fit();
 }
 
 TraceMetadata MetadataFromIdentity(const protocol::ProcessIdentity& id) {
@@ -371,11 +372,12 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
     decoded = protocol::wire::DecodeEventBatch(batch, &apply).status();
     for (const int32_t id : touched_layers_) {
       std::string_view& last = last_forward_bytes_[static_cast<size_t>(id)];
-      std::vector<TensorInfo> inputs, outputs;
-      protocol::wire::DecodeForwardTensors(last, &inputs, &outputs);
-      CapTensors(&inputs);
-      CapTensors(&outputs);
-      (void)agg.SetLatestTensors(id, std::move(inputs), std::move(outputs));  // Declared: ok.
+      absl::StatusOr<TraceAggregator::Batch::LatestTensors> latest = agg.MutableLatestTensors(id);
+      if (latest.ok()) {  // Always: `id` is declared.
+        protocol::wire::DecodeForwardTensors(last, latest->inputs, latest->outputs);
+        CapTensors(latest->inputs);
+        CapTensors(latest->outputs);
+      }
       last = std::string_view();
     }
     touched_layers_.clear();
