@@ -194,17 +194,26 @@ TraceMetadata TraceAggregator::metadata() const {
 }
 
 TraceRecord TraceAggregator::Snapshot() const {
+  return SnapshotWith([](LayerId, LayerTrace*) {});
+}
+
+TraceRecord TraceAggregator::SnapshotWith(
+    absl::FunctionRef<void(LayerId, LayerTrace*)> fill) const {
   absl::MutexLock lock(&mu_);
   TraceRecord record;
   record.metadata = metadata_;
-  // first_seen values are dense in [0, next_seen_): place each observed layer at its slot.
-  std::vector<const LayerTrace*> ordered(static_cast<size_t>(next_seen_), nullptr);
-  for (const LayerState& s : layers_) {
-    if (s.first_seen >= 0) ordered[static_cast<size_t>(s.first_seen)] = &s.trace;
+  // first_seen values are dense in [0, next_seen_): place each observed layer (by id) at its slot.
+  std::vector<LayerId> ordered(static_cast<size_t>(next_seen_), -1);
+  for (size_t id = 0; id < layers_.size(); ++id) {
+    if (layers_[id].first_seen >= 0) {
+      ordered[static_cast<size_t>(layers_[id].first_seen)] = static_cast<LayerId>(id);
+    }
   }
   record.layers.reserve(ordered.size());
-  for (const LayerTrace* t : ordered) {
-    if (t != nullptr) record.layers.push_back(*t);
+  for (const LayerId id : ordered) {
+    if (id < 0) continue;
+    record.layers.push_back(layers_[static_cast<size_t>(id)].trace);
+    fill(id, &record.layers.back());
   }
   return record;
 }

@@ -28,6 +28,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -137,6 +138,11 @@ class TraceAggregator {
 
   // The trace so far (see the rules above). `warnings` is left empty: run DetectAnomalies on it.
   TraceRecord Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Snapshot(), with `fill` called on each layer's copy (with the layer's id) before it is placed:
+  // for a keeper that holds what it did not give the aggregator (e.g. the latest tensors, kept
+  // encoded until a record is made). `fill` must not call into this aggregator.
+  TraceRecord SnapshotWith(absl::FunctionRef<void(LayerId, LayerTrace*)> fill) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Forgets every observation but keeps declared layers and metadata (a new `with` block).
   void ResetObservations() ABSL_LOCKS_EXCLUDED(mu_);

@@ -370,10 +370,17 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
     TraceAggregator::Batch agg(&aggregator_);
     ApplyPass apply(this, &agg, &out, skip);
     decoded = protocol::wire::DecodeEventBatch(batch, &apply).status();
+    if (latest_forward_.size() < history_.size()) latest_forward_.resize(history_.size());
     for (const int32_t id : touched_layers_) {
       std::string_view& last = last_forward_bytes_[static_cast<size_t>(id)];
-      absl::StatusOr<TraceAggregator::Batch::LatestTensors> latest = agg.MutableLatestTensors(id);
-      if (latest.ok()) {  // Always: `id` is declared.
+      std::optional<std::string>& kept = latest_forward_[static_cast<size_t>(id)];
+      if (last.size() <= kMaxDeferredForwardBytes) {
+        if (!kept.has_value()) kept.emplace();
+        kept->assign(last);  // Decoded when a record is made (AggregatedLocked).
+      } else if (absl::StatusOr<TraceAggregator::Batch::LatestTensors> latest =
+                     agg.MutableLatestTensors(id);
+                 latest.ok()) {  // Always: `id` is declared.
+        kept.reset();
         protocol::wire::DecodeForwardTensors(last, latest->inputs, latest->outputs);
         CapTensors(latest->inputs);
         CapTensors(latest->outputs);
@@ -536,7 +543,20 @@ protocol::SessionIndexEntry Session::IndexEntryLocked() const {
                                      .last_sequence = last_sequence_};
 }
 
-TraceRecord Session::RecordLocked() const { return RecordFromLocked(aggregator_.Snapshot()); }
+TraceRecord Session::AggregatedLocked() const {
+  // Read under mu_, which the caller holds (the callback runs within this call).
+  const std::vector<std::optional<std::string>>& latest = latest_forward_;
+  return aggregator_.SnapshotWith([&latest](TraceAggregator::LayerId id, LayerTrace* layer) {
+    if (static_cast<size_t>(id) >= latest.size()) return;
+    const std::optional<std::string>& kept = latest[static_cast<size_t>(id)];
+    if (!kept.has_value()) return;
+    protocol::wire::DecodeForwardTensors(*kept, &layer->inputs, &layer->outputs);
+    CapTensors(&layer->inputs);
+    CapTensors(&layer->outputs);
+  });
+}
+
+TraceRecord Session::RecordLocked() const { return RecordFromLocked(AggregatedLocked()); }
 
 TraceRecord Session::RecordFromLocked(TraceRecord r) const {
   r.op_graph = op_graph_;
@@ -592,7 +612,7 @@ Session::WatchView Session::GetWatchView() const {
 
 void Session::SnapshotLocked(protocol::Snapshot* snap, WatchView* view) const {
   snap->session = InfoLocked();
-  TraceRecord aggregated = aggregator_.Snapshot();
+  TraceRecord aggregated = AggregatedLocked();
   std::vector<std::string> history_order;  // The aggregator's layer order.
   history_order.reserve(aggregated.layers.size());
   for (const LayerTrace& l : aggregated.layers) history_order.push_back(l.full_name);
@@ -693,13 +713,15 @@ void Session::RemoveDurableListener(uint64_t id) {
 size_t SessionMemoryBound(size_t layers, size_t history_steps) {
   // Per layer: its history (a vector that grows by doubling: at most twice the points), the
   // aggregator's state and the record's layer (fixed fields, names), the latest tensors at their
-  // caps, and the session's per-layer tables (ids, names, versions). Per session: identity,
+  // caps, the latest forward event kept encoded (kMaxDeferredForwardBytes), and the session's
+  // per-layer tables (ids, names, versions). Per session: identity,
   // metadata, tables' slack. The fixed figures are sizeof()s rounded up, plus allocator overhead;
   // session_memory_test.cc checks the total against heap use.
   constexpr size_t kPerTensor = sizeof(TensorInfo) + kMaxTensorDims * sizeof(int64_t) + 64;
   constexpr size_t kPerLayerFixed = 2 * sizeof(LayerTrace) + 3 * 2 * kMaxLayerNameBytes / 8 + 512;
   const size_t per_layer = 2 * history_steps * sizeof(HistoryPoint) + kPerLayerFixed +
-                           2 * kMaxLatestTensors * kPerTensor;
+                           2 * kMaxLatestTensors * kPerTensor + kMaxDeferredForwardBytes +
+                           sizeof(std::optional<std::string>) + 64;
   constexpr size_t kPerSession = 64 << 10;
   return kPerSession + layers * per_layer;
 }

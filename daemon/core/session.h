@@ -54,6 +54,9 @@ struct SessionLimits {
 inline constexpr size_t kMaxLatestTensors = 16;
 inline constexpr size_t kMaxTensorDims = 16;
 inline constexpr size_t kMaxLayerNameBytes = 1024;
+// A layer's latest forward event up to this size is kept encoded and decoded only when a record is
+// made (a typical event is 100-300 bytes); a larger one is decoded as it arrives.
+inline constexpr size_t kMaxDeferredForwardBytes = 1024;
 
 // An upper bound on the heap one session holds at steady state, any run length: `layers` declared
 // layers with `history_steps` history points each, latest tensors and names at their caps. Stated
@@ -198,6 +201,8 @@ class Session {
 
  private:
   TraceRecord RecordLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // The aggregator's snapshot with each layer's latest tensors decoded from latest_forward_.
+  TraceRecord AggregatedLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // RecordLocked() from an aggregator snapshot already taken.
   TraceRecord RecordFromLocked(TraceRecord aggregated) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   protocol::SessionInfo InfoLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -240,10 +245,15 @@ class Session {
   std::vector<std::string> wire_names_ ABSL_GUARDED_BY(mu_);  // Wire id -> full_name.
   std::vector<LayerHistory> history_ ABSL_GUARDED_BY(mu_);    // By aggregator id.
   // Scratch for AddBatchBytes, by aggregator id: the bytes of the layer's last forward event in
-  // the batch being added (only that one's tensors are decoded; the record keeps the latest
-  // tensors), and the layers that have one.
+  // the batch being added (the record keeps only the latest call's tensors), and the layers that
+  // have one.
   std::vector<std::string_view> last_forward_bytes_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> touched_layers_ ABSL_GUARDED_BY(mu_);
+  // By aggregator id: the bytes of the layer's latest forward event, when at most
+  // kMaxDeferredForwardBytes, kept encoded: its tensors are decoded only when a record is made
+  // (AggregatedLocked), not once per batch. Unset: the aggregator holds the latest tensors (a
+  // larger event's, decoded at once).
+  std::vector<std::optional<std::string>> latest_forward_ ABSL_GUARDED_BY(mu_);
   uint64_t events_ ABSL_GUARDED_BY(mu_) = 0;             // Accepted (including restored).
   uint64_t rejected_events_ ABSL_GUARDED_BY(mu_) = 0;    // Including restored.
   uint64_t client_dropped_ ABSL_GUARDED_BY(mu_) = 0;     // Latest (monotonic) agent count.

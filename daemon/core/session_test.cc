@@ -130,6 +130,54 @@ TEST(Session, SnapshotEqualsAnAggregatorFedTheSameSamples) {
   EXPECT_DOUBLE_EQ(snap.history.layers[0].output_std[4], 6.0);
 }
 
+// A layer's latest tensors are those of its latest forward event, whether the event was small (kept
+// encoded until a record is made) or over kMaxDeferredForwardBytes (decoded at once), in any order
+// of the two, across batches, and in every form a record takes (Record, ToSnapshot, the file).
+TEST(Session, LatestTensorsFollowTheLatestEventSmallOrLarge) {
+  Session s("id-1", MakeHello(), {}, absl::Now(), {}, {});
+  ASSERT_TRUE(s.DeclareLayers(Table()).ok());
+  // One batch of layer 0's forward events, each (step, outputs); output i of step s has mean s and
+  // std i + 1. An event of 16 outputs is large (their shapes have 14 dimensions).
+  auto batch = [](const std::vector<std::pair<uint64_t, int>>& events) {
+    v1::EventBatch b;
+    for (const auto& [step, tensors] : events) {
+      v1::ForwardEvent* e = b.add_forward();
+      e->set_layer_id(0);
+      e->set_step(step);
+      for (int i = 0; i < tensors; ++i) {
+        v1::TensorEvent* t = e->add_outputs();
+        ToWire(Tensor(static_cast<double>(step), 1.0 + i, 0), t);
+        if (tensors == 16) {
+          for (int d = 0; d < 12; ++d) t->add_shape(300);  // 14 dimensions: a large event.
+        }
+      }
+      EXPECT_EQ(tensors == 16, e->ByteSizeLong() > kMaxDeferredForwardBytes) << e->ByteSizeLong();
+    }
+    return b.SerializeAsString();
+  };
+  const test_util::TempDir dir;
+  const std::string path = dir.path() + "/s.json";
+  // Small, large, small, large; then a large and a small in one batch, and the reverse (the later
+  // event of a batch is the latest).
+  const std::vector<std::vector<std::pair<uint64_t, int>>> batches = {
+      {{0, 2}}, {{1, 16}}, {{2, 3}}, {{3, 16}}, {{4, 16}, {5, 1}}, {{6, 2}, {7, 16}}};
+  for (size_t k = 0; k < batches.size(); ++k) {
+    const auto [step, tensors] = batches[k].back();
+    ASSERT_TRUE(s.AddBatchBytes(batch(batches[k])).ok());
+    for (const TraceRecord& r : {s.Record(), s.ToSnapshot().record}) {
+      ASSERT_EQ(r.layers.size(), 1u);
+      const std::vector<TensorInfo>& out = r.layers[0].outputs;
+      ASSERT_EQ(out.size(), static_cast<size_t>(tensors)) << "batch " << k;
+      EXPECT_EQ(out.back().stats->mean, static_cast<double>(step)) << "batch " << k;
+      EXPECT_EQ(out.back().stats->std, static_cast<double>(tensors)) << "batch " << k;
+    }
+    ASSERT_TRUE(s.WriteSnapshot(path, /*force=*/true).ok());
+    absl::StatusOr<TraceRecord> file = ReadTraceFile(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(file->layers[0].outputs.size(), static_cast<size_t>(tensors)) << "batch " << k;
+  }
+}
+
 // ops="on_nan": the origin arrives first without its op (mid-forward), then again with the op and
 // the op graph (after the step's forward). The session keeps the op and the first graph that reads;
 // the snapshot carries both.
