@@ -47,10 +47,12 @@ import torch.nn as nn
 
 import tracetorch as tl
 
-WORKLOADS = ["fwd-mlp", "fwd-cnn", "fwd-resnet18", "first-cnn", "ops-resnet18", "on_nan-cnn"]
+WORKLOADS = ["fwd-mlp", "fwd-cnn", "fwd-resnet18", "first-cnn", "ops-resnet18", "on_nan-cnn",
+             "hooks-mlp", "hooks-cnn", "hooks-resnet18"]
 # Steps per timed block for --wall: blocks of a few milliseconds at least.
 WALL_STEPS = {"fwd-mlp": 50, "fwd-cnn": 5, "fwd-resnet18": 1, "first-cnn": 5,
-              "ops-resnet18": 1, "on_nan-cnn": 2}
+              "ops-resnet18": 1, "on_nan-cnn": 2, "hooks-mlp": 50, "hooks-cnn": 5,
+              "hooks-resnet18": 1}
 
 
 @functools.cache
@@ -79,16 +81,26 @@ def build(workload: str, stack: contextlib.ExitStack) -> dict[str, Callable[[], 
         base, x = {"mlp": models.make_mlp, "cnn": models.make_cnn}[name]()
     plain, traced = base, copy.deepcopy(base)
 
+    def fwd(m: nn.Module) -> Callable[[], None]:
+        def step() -> None:
+            with torch.no_grad():
+                m(x)
+        return step
+
     if kind == "fwd":
         plain.eval()
         traced.eval()
         stack.enter_context(tl.TraceSession(traced, daemon=False))
+        return {"plain": fwd(plain), "traced": fwd(traced)}
 
-        def fwd(m: nn.Module) -> Callable[[], None]:
-            def step() -> None:
-                with torch.no_grad():
-                    m(x)
-            return step
+    if kind == "hooks":
+        # The floor of any tool that watches every module from Python: a no-op forward pre-hook
+        # and forward hook on each module ("traced" here is that, not tracetorch).
+        plain.eval()
+        traced.eval()
+        for mod in traced.modules():
+            stack.callback(mod.register_forward_pre_hook(lambda m, a: None).remove)
+            stack.callback(mod.register_forward_hook(lambda m, a, o: None).remove)
         return {"plain": fwd(plain), "traced": fwd(traced)}
 
     if kind == "first":

@@ -5,10 +5,16 @@
     /usr/bin/python3 bench/overhead_table.py              # everything: ~1 hour on 2 cores
     /usr/bin/python3 bench/overhead_table.py --rows diff,daemon --runs 5 --json out.json
     /usr/bin/python3 bench/overhead_table.py --no-count   # wall figures only (minutes)
+    # Wall figures on a quiet machine, then the counts while something else runs (callgrind's
+    # counts do not move with the load); the table printed combines both:
+    /usr/bin/python3 bench/overhead_table.py --no-count --json wall.json
+    /usr/bin/python3 bench/overhead_table.py --wall-from wall.json
 
 Rows (README, "Benchmarks"):
   python     Python agent, statistics on, steady state: forward of the MLP / CNN / resnet18 in an
-             open TraceSession over the plain forward (bench/counted.py fwd-*)
+             open TraceSession over the plain forward (bench/counted.py fwd-*); counted, also the
+             floor: the same forward with a no-op Python pre-hook and hook on every module
+             (counted.py hooks-*), what any per-module hook costs before it does anything
   first      the CNN's forward as the first forward of a fresh TraceSession, i.e. what a one-shot
              `with TraceSession(m): m(x)` costs (counted.py first-cnn)
   libtorch   the libtorch door, statistics on, C++ / TorchScript forward+backward
@@ -58,7 +64,7 @@ TARGETS = {"fwd-mlp": 1.10, "fwd-cnn": 1.03, "fwd-resnet18": 1.03, "first-cnn": 
 DIFF_TARGET_S, DAEMON_TARGET_NS = 0.08, 100.0
 # Steps per callgrind region (each region runs under valgrind, ~50x slower than native).
 COUNT_STEPS = {"fwd-mlp": 20, "fwd-cnn": 3, "fwd-resnet18": 1, "first-cnn": 3, "ops-resnet18": 1,
-               "on_nan-cnn": 1}
+               "on_nan-cnn": 1, "hooks-mlp": 20, "hooks-cnn": 3, "hooks-resnet18": 1}
 
 
 def log(msg: str) -> None:
@@ -127,34 +133,52 @@ class Table:
         self.build = Path(args.build).resolve()
         self.env = dict(os.environ, PYTHONPATH=str(self.build / "python"))
         self.results: dict[str, dict] = {}
+        # Wall figures of an earlier run (--wall-from): taken over instead of measured again.
+        self.prior: dict = json.loads(Path(args.wall_from).read_text()) if args.wall_from else {}
+
+    def prior_wall(self, key: str, fields: tuple[str, ...]) -> dict | None:
+        """The earlier run's `fields` of `key`, when --wall-from has them all; else None."""
+        r = self.prior.get(key)
+        if not r or any(f not in r for f in fields):
+            return None
+        log(f"  {key}: wall figures from {self.args.wall_from}")
+        return {f: r[f] for f in fields}
+
+    def count_workload(self, workload: str) -> dict:
+        """Instructions per step of `workload`'s plain and traced variants (counted.py --count)."""
+        lib = self.build / "bench/libtracetorch_callgrind_region.so"
+        n = COUNT_STEPS[workload]
+        regions = count_regions([PY, str(ROOT / "bench/counted.py"), workload, "--count",
+                                 str(n), "--region-lib", str(lib)], env=self.env)
+        plain, traced = regions[f"{workload}/plain"] / n, regions[f"{workload}/traced"] / n
+        log(f"  {workload} instructions/step: plain {plain / 1e6:.1f} M, traced "
+            f"{traced / 1e6:.1f} M: {traced / plain:.3f}")
+        return {"plain": plain, "traced": traced, "ratio": traced / plain,
+                "extra_per_step": traced - plain}
 
     def python_workload(self, workload: str) -> dict:
-        out: dict = {}
+        out: dict = self.prior_wall(workload, ("wall", "plain_ms", "traced_ms")) or {}
         runs = []
-        for i in range(self.args.runs):
+        for i in range(0 if out else self.args.runs):
             r = json.loads(run([PY, str(ROOT / "bench/counted.py"), workload, "--wall",
                                 "--rounds", str(self.args.rounds)], env=self.env))
             log(f"  {workload} wall run {i + 1}: {r['ratio']:.3f} "
                 f"({r['ratio_min']:.3f}–{r['ratio_max']:.3f}), plain {r['plain_ms']:.2f} ms")
             runs.append(r)
-        out["wall"] = spread([r["ratio"] for r in runs])
-        out["plain_ms"] = statistics.median(r["plain_ms"] for r in runs)
-        out["traced_ms"] = statistics.median(r["traced_ms"] for r in runs)
+        if runs:
+            out["wall"] = spread([r["ratio"] for r in runs])
+            out["plain_ms"] = statistics.median(r["plain_ms"] for r in runs)
+            out["traced_ms"] = statistics.median(r["traced_ms"] for r in runs)
         if self.args.count:
-            lib = self.build / "bench/libtracetorch_callgrind_region.so"
-            n = COUNT_STEPS[workload]
-            regions = count_regions([PY, str(ROOT / "bench/counted.py"), workload, "--count",
-                                     str(n), "--region-lib", str(lib)], env=self.env)
-            plain, traced = regions[f"{workload}/plain"] / n, regions[f"{workload}/traced"] / n
-            out["instructions"] = {"plain": plain, "traced": traced, "ratio": traced / plain,
-                                   "extra_per_step": traced - plain}
-            log(f"  {workload} instructions/step: plain {plain / 1e6:.1f} M, traced "
-                f"{traced / 1e6:.1f} M: {traced / plain:.3f}")
+            out["instructions"] = self.count_workload(workload)
         return out
 
     def row_python(self) -> None:
         for w in ("fwd-mlp", "fwd-cnn", "fwd-resnet18"):
             self.results[w] = self.python_workload(w)
+            if self.args.count:
+                # What a no-op Python hook on every module costs the same forward: the floor.
+                self.results[w]["hooks_floor"] = self.count_workload(w.replace("fwd-", "hooks-"))
 
     def row_first(self) -> None:
         self.results["first-cnn"] = self.python_workload("first-cnn")
@@ -169,7 +193,8 @@ class Table:
         binary = str(self.build / "agent/libtorch/tracetorch_bench_libtorch")
         cases = {"cpp": "cpp forward+backward", "script": "torchscript forward+backward"}
         per_case: dict[str, list[float]] = {k: [] for k in cases}
-        for i in range(self.args.runs):
+        prior = self.prior_wall("libtorch", tuple(cases))
+        for i in range(0 if prior else self.args.runs):
             text = run([binary, "--rounds", str(self.args.rounds)])
             for key, name in cases.items():
                 m = re.search(rf"^{re.escape(name)}\s+on\s+\S+\s+\S+\s+(\S+)$", text, re.M)
@@ -178,7 +203,8 @@ class Table:
                 per_case[key].append(float(m.group(1)))
             log(f"  libtorch wall run {i + 1}: cpp {per_case['cpp'][-1]:.3f}, "
                 f"script {per_case['script'][-1]:.3f}")
-        out = {k: {"wall": spread(v)} for k, v in per_case.items()}
+        out = ({k: {"wall": prior[k]["wall"]} for k in cases} if prior
+               else {k: {"wall": spread(v)} for k, v in per_case.items()})
         if self.args.count:
             regions = count_regions([binary, "--count", "2"])
             for key, name in cases.items():
@@ -197,7 +223,8 @@ class Table:
             a, b = f"{d}/a.json", f"{d}/b.json"
             input_bytes = os.path.getsize(a) + os.path.getsize(b)
             walls, peaks = [], []
-            for _ in range(max(self.args.runs, 5)):
+            prior = self.prior_wall("diff", ("wall_s", "peak_bytes", "input_bytes"))
+            for _ in range(0 if prior else max(self.args.runs, 5)):
                 t0 = time.perf_counter()
                 p = subprocess.Popen([cli, "diff", a, b], stdout=subprocess.DEVNULL)
                 _, status, usage = os.wait4(p.pid, 0)
@@ -205,11 +232,17 @@ class Table:
                 peaks.append(usage.ru_maxrss * 1024)
                 if os.waitstatus_to_exitcode(status) not in (0, 1):
                     raise RuntimeError(f"tracetorch diff exited {status}")
-            out = {"wall_s": spread(walls), "peak_bytes": spread(peaks),
-                   "input_bytes": input_bytes}
-            log(f"  diff: {fmt(out['wall_s'], 3)} s, peak {statistics.median(peaks) / 2**20:.0f} "
-                f"MiB for {input_bytes / 2**20:.1f} MiB of input")
-            if self.args.ml_python:
+            if prior:
+                out = dict(prior)
+                if "ml_wall_s" in self.prior["diff"]:
+                    out["ml_wall_s"] = self.prior["diff"]["ml_wall_s"]
+            else:
+                out = {"wall_s": spread(walls), "peak_bytes": spread(peaks),
+                       "input_bytes": input_bytes}
+                log(f"  diff: {fmt(out['wall_s'], 3)} s, peak "
+                    f"{statistics.median(peaks) / 2**20:.0f} MiB for {input_bytes / 2**20:.1f} MiB "
+                    "of input")
+            if self.args.ml_python and not prior:
                 ml = []
                 env = dict(os.environ, PYTHONPATH=self.args.ml_wheel)
                 for _ in range(self.args.runs):
@@ -236,7 +269,8 @@ class Table:
     def row_daemon(self) -> None:
         binary = str(self.build / "bench/tracetorchd_ingest_bench")
         ns = []
-        for i in range(self.args.runs):
+        prior = self.prior_wall("daemon", ("ns_per_event",))
+        for i in range(0 if prior else self.args.runs):
             text = run([binary, "3", "50"])
             m = re.search(r"^client library\s+agents=8 .*daemon CPU=\s*\S+ cores \(\s*(\d+) ns/event",
                           text, re.M)
@@ -244,7 +278,7 @@ class Table:
                 raise RuntimeError(f"no 8-agent client library line in:\n{text}")
             ns.append(float(m.group(1)))
             log(f"  daemon wall run {i + 1}: {ns[-1]:.0f} ns/event")
-        out = {"ns_per_event": spread(ns)}
+        out = dict(prior) if prior else {"ns_per_event": spread(ns)}
         if self.args.count:
             count_bin = str(self.build / "bench/tracetorchd_count_bench")
             points = []
@@ -268,7 +302,10 @@ class Table:
         r = self.results[key]
         text = fmt(r["wall"])
         if "instructions" in r:
-            text += f" [{r['instructions']['ratio']:.3f}]"
+            text += f" [{r['instructions']['ratio']:.3f}"
+            if "hooks_floor" in r:
+                text += f"; no-op hooks {r['hooks_floor']['ratio']:.3f}"
+            text += "]"
         return text
 
     def verdict(self, keys: list[str], target_of) -> str:
@@ -345,6 +382,8 @@ def main() -> None:
     ap.add_argument("--ml-wheel", default=os.path.expanduser(
         "~/.cache/pip/tracetorch-wheelhouse/tracetorch_ml-0.2.0-py3-none-any.whl"))
     ap.add_argument("--json", help="also write every figure here")
+    ap.add_argument("--wall-from", help="take the wall figures from this earlier --json (e.g. "
+                    "one taken with --no-count on a quiet machine) and only count")
     args = ap.parse_args()
     rows = args.rows.split(",")
     for row in rows:
@@ -357,8 +396,17 @@ def main() -> None:
     for row in rows:
         log(f"{row}:")
         getattr(table, f"row_{row}")()
-    print(f"(load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
-          f"{args.runs} runs per wall figure; [instructions] traced/plain under callgrind)")
+    end_load = os.getloadavg()[0]
+    if args.wall_from:
+        wall_load = table.prior.get("load", {})
+        loads = (f"wall figures from {args.wall_from}"
+                 + (f" (load average {wall_load['start']:.1f} at its start, "
+                    f"{wall_load['end']:.1f} at its end)" if wall_load else ""))
+    else:
+        loads = f"load average {load:.1f} at the start, {end_load:.1f} at the end"
+        table.results["load"] = {"start": load, "end": end_load}
+    print(f"({loads}; {args.runs} runs per wall figure; [instructions] traced/plain under "
+          "callgrind)")
     print(table.markdown())
     if args.json:
         Path(args.json).write_text(json.dumps(table.results, indent=2))
