@@ -544,11 +544,12 @@ protocol::SessionIndexEntry Session::IndexEntryLocked() const {
 }
 
 TraceRecord Session::AggregatedLocked() const {
-  // Read under mu_, which the caller holds (the callback runs within this call).
-  const std::vector<std::optional<std::string>>& latest = latest_forward_;
-  return aggregator_.SnapshotWith([&latest](TraceAggregator::LayerId id, LayerTrace* layer) {
-    if (static_cast<size_t>(id) >= latest.size()) return;
-    const std::optional<std::string>& kept = latest[static_cast<size_t>(id)];
+  // Read under mu_, which the caller holds: the callback runs within this call (the analysis does
+  // not follow the lock into the lambda, so it reads through a pointer taken here).
+  const std::vector<std::optional<std::string>>* latest = &latest_forward_;
+  return aggregator_.SnapshotWith([latest](TraceAggregator::LayerId id, LayerTrace* layer) {
+    if (static_cast<size_t>(id) >= latest->size()) return;
+    const std::optional<std::string>& kept = (*latest)[static_cast<size_t>(id)];
     if (!kept.has_value()) return;
     protocol::wire::DecodeForwardTensors(*kept, &layer->inputs, &layer->outputs);
     CapTensors(&layer->inputs);
