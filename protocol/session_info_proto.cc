@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/util/json_util.h"
 #include "protocol/agent_proto.h"
 #include "protocol/record_proto.h"
@@ -66,17 +67,33 @@ FlightStatus FlightFromProto(const v1::FlightStatus& f) {
   return out;
 }
 
-google::protobuf::util::JsonPrintOptions PrintOptions(bool indent) {
+// `message` as protobuf JSON with the proto's field names, indented or on one line; Internal
+// naming `what` when protobuf cannot encode it.
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, bool indent,
+                                   absl::string_view what) {
   google::protobuf::util::JsonPrintOptions print;
   print.add_whitespace = indent;
   print.preserve_proto_field_names = true;
-  return print;
+  std::string json;
+  if (auto s = google::protobuf::util::MessageToJsonString(message, &json, print); !s.ok()) {
+    return absl::InternalError(absl::StrCat("cannot encode ", what, ": ", s.message().as_string()));
+  }
+  return json;
 }
 
-google::protobuf::util::JsonParseOptions ParseOptions() {
+// Parses protobuf JSON into `message`, ignoring unknown fields; InvalidArgument "not a tracetorchd
+// <what>: ..." otherwise.
+absl::Status FromJson(std::string_view json, absl::string_view what,
+                      google::protobuf::Message* message) {
   google::protobuf::util::JsonParseOptions parse;
   parse.ignore_unknown_fields = true;
-  return parse;
+  if (auto s = google::protobuf::util::JsonStringToMessage(
+          google::protobuf::StringPiece(json.data(), json.size()), message, parse);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a tracetorchd ", what, ": ", s.message().as_string()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -190,23 +207,13 @@ Snapshot FromProto(const v1::Snapshot& snapshot) {
 absl::StatusOr<std::string> IndexEntryToJson(const SessionIndexEntry& entry) {
   v1::SessionIndexEntry message;
   ToProto(entry, &message);
-  std::string json;
-  if (auto s = google::protobuf::util::MessageToJsonString(message, &json, PrintOptions(false));
-      !s.ok()) {
-    return absl::InternalError(absl::StrCat("cannot encode the accounting of session ",
-                                            entry.info.session_id, ": ", s.message().as_string()));
-  }
-  return json;
+  return ToJson(message, /*indent=*/false,
+                absl::StrCat("the accounting of session ", entry.info.session_id));
 }
 
 absl::StatusOr<SessionIndexEntry> IndexEntryFromJson(std::string_view json) {
   v1::SessionIndexEntry message;
-  if (auto s = google::protobuf::util::JsonStringToMessage(
-          google::protobuf::StringPiece(json.data(), json.size()), &message, ParseOptions());
-      !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a tracetorchd session index entry: ", s.message().as_string()));
-  }
+  if (absl::Status s = FromJson(json, "session index entry", &message); !s.ok()) return s;
   return FromProto(message);
 }
 
@@ -214,23 +221,12 @@ absl::StatusOr<std::string> SessionIndexToJson(const std::vector<SessionIndexEnt
   v1::SessionIndex index;
   index.mutable_sessions()->Reserve(static_cast<int>(entries.size()));
   for (const SessionIndexEntry& e : entries) ToProto(e, index.add_sessions());
-  std::string json;
-  if (auto s = google::protobuf::util::MessageToJsonString(index, &json, PrintOptions(true));
-      !s.ok()) {
-    return absl::InternalError(
-        absl::StrCat("cannot encode the session index: ", s.message().as_string()));
-  }
-  return json;
+  return ToJson(index, /*indent=*/true, "the session index");
 }
 
 absl::StatusOr<std::vector<SessionIndexEntry>> SessionIndexFromJson(std::string_view json) {
   v1::SessionIndex index;
-  if (auto s = google::protobuf::util::JsonStringToMessage(
-          google::protobuf::StringPiece(json.data(), json.size()), &index, ParseOptions());
-      !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a tracetorchd session index: ", s.message().as_string()));
-  }
+  if (absl::Status s = FromJson(json, "session index", &index); !s.ok()) return s;
   std::vector<SessionIndexEntry> out;
   out.reserve(index.sessions_size());
   for (const v1::SessionIndexEntry& e : index.sessions()) out.push_back(FromProto(e));
