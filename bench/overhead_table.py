@@ -144,6 +144,10 @@ class Table:
         log(f"  {key}: wall figures from {self.args.wall_from}")
         return {f: r[f] for f in fields}
 
+    def counts(self, workload: str) -> bool:
+        """Whether `workload` is counted in this run (--no-count, --skip-count)."""
+        return self.args.count and workload not in self.args.skip_count.split(",")
+
     def count_workload(self, workload: str) -> dict:
         """Instructions per step of `workload`'s plain and traced variants (counted.py --count)."""
         lib = self.build / "bench/libtracetorch_callgrind_region.so"
@@ -169,16 +173,17 @@ class Table:
             out["wall"] = spread([r["ratio"] for r in runs])
             out["plain_ms"] = statistics.median(r["plain_ms"] for r in runs)
             out["traced_ms"] = statistics.median(r["traced_ms"] for r in runs)
-        if self.args.count:
+        if self.counts(workload):
             out["instructions"] = self.count_workload(workload)
         return out
 
     def row_python(self) -> None:
         for w in ("fwd-mlp", "fwd-cnn", "fwd-resnet18"):
             self.results[w] = self.python_workload(w)
-            if self.args.count:
+            floor = w.replace("fwd-", "hooks-")
+            if self.counts(floor):
                 # What a no-op Python hook on every module costs the same forward: the floor.
-                self.results[w]["hooks_floor"] = self.count_workload(w.replace("fwd-", "hooks-"))
+                self.results[w]["hooks_floor"] = self.count_workload(floor)
 
     def row_first(self) -> None:
         self.results["first-cnn"] = self.python_workload("first-cnn")
@@ -205,7 +210,7 @@ class Table:
                 f"script {per_case['script'][-1]:.3f}")
         out = ({k: {"wall": prior[k]["wall"]} for k in cases} if prior
                else {k: {"wall": spread(v)} for k, v in per_case.items()})
-        if self.args.count:
+        if self.counts("libtorch"):
             regions = count_regions([binary, "--count", "2"])
             for key, name in cases.items():
                 plain, traced = regions[f"{name}/plain"] / 2, regions[f"{name}/traced"] / 2
@@ -382,6 +387,10 @@ def main() -> None:
     ap.add_argument("--ml-wheel", default=os.path.expanduser(
         "~/.cache/pip/tracetorch-wheelhouse/tracetorch_ml-0.2.0-py3-none-any.whl"))
     ap.add_argument("--json", help="also write every figure here")
+    ap.add_argument("--skip-count", default="", metavar="WORKLOADS",
+                    help="workloads not to count: counted.py's (e.g. fwd-resnet18,hooks-resnet18,"
+                    "ops-resnet18: resnet18 under callgrind takes over 20 CPU-minutes a variant "
+                    "on 2 cores) or libtorch (its C++ and TorchScript ResNets, as long)")
     ap.add_argument("--wall-from", help="take the wall figures from this earlier --json (e.g. "
                     "one taken with --no-count on a quiet machine) and only count")
     args = ap.parse_args()
@@ -405,8 +414,9 @@ def main() -> None:
     else:
         loads = f"load average {load:.1f} at the start, {end_load:.1f} at the end"
         table.results["load"] = {"start": load, "end": end_load}
+    skipped = f"; not counted: {args.skip_count}" if args.skip_count and args.count else ""
     print(f"({loads}; {args.runs} runs per wall figure; [instructions] traced/plain under "
-          "callgrind)")
+          f"callgrind{skipped})")
     print(table.markdown())
     if args.json:
         Path(args.json).write_text(json.dumps(table.results, indent=2))
