@@ -34,6 +34,14 @@ void CapTensors(std::vector<TensorInfo>* tensors) {
   if (tensors->capacity() > kMaxLatestTensors) tensors->shrink_to_fit();
 }
 
+// Replaces a layer's latest tensors with those of its forward event `bytes`, within the caps.
+void DecodeLatestTensors(std::string_view bytes, std::vector<TensorInfo>* inputs,
+                         std::vector<TensorInfo>* outputs) {
+  protocol::wire::DecodeForwardTensors(bytes, inputs, outputs);
+  CapTensors(inputs);
+  CapTensors(outputs);
+}
+
 TraceMetadata MetadataFromIdentity(const protocol::ProcessIdentity& id) {
   TraceMetadata m;
   m.model_name = id.model_name;
@@ -381,9 +389,7 @@ absl::StatusOr<BatchOutcome> Session::AddBatchBytes(std::string_view batch) {
                      agg.MutableLatestTensors(id);
                  latest.ok()) {  // Always: `id` is declared.
         kept.reset();
-        protocol::wire::DecodeForwardTensors(last, latest->inputs, latest->outputs);
-        CapTensors(latest->inputs);
-        CapTensors(latest->outputs);
+        DecodeLatestTensors(last, latest->inputs, latest->outputs);
       }
       last = std::string_view();
     }
@@ -550,10 +556,7 @@ TraceRecord Session::AggregatedLocked() const {
   return aggregator_.SnapshotWith([latest](TraceAggregator::LayerId id, LayerTrace* layer) {
     if (static_cast<size_t>(id) >= latest->size()) return;
     const std::optional<std::string>& kept = (*latest)[static_cast<size_t>(id)];
-    if (!kept.has_value()) return;
-    protocol::wire::DecodeForwardTensors(*kept, &layer->inputs, &layer->outputs);
-    CapTensors(&layer->inputs);
-    CapTensors(&layer->outputs);
+    if (kept.has_value()) DecodeLatestTensors(*kept, &layer->inputs, &layer->outputs);
   });
 }
 
