@@ -128,7 +128,7 @@ TraceRecord MakeTrace(int layers, uint64_t seed) {
   Anomaly a;
   a.type = AnomalyType::kHighVariance;
   a.severity = AnomalySeverity::kInfo;
-  a.layer = r.layers[10].full_name;
+  a.layer = r.layers[std::min<size_t>(10, r.layers.size() - 1)].full_name;
   a.message = "High activation variance: std=26.53";
   a.details = {{"std", 26.52947425842285}};
   r.warnings.push_back(a);
@@ -151,7 +151,7 @@ TraceRecord Perturb(TraceRecord r) {
   Anomaly a;
   a.type = AnomalyType::kDeadLayer;
   a.severity = AnomalySeverity::kWarning;
-  a.layer = r.layers[5].full_name;
+  a.layer = r.layers[std::min<size_t>(5, r.layers.size() - 1)].full_name;
   a.message = "Dead layer: output mean=0.000000, std=0.000000";
   r.warnings.push_back(a);
   return r;
@@ -275,6 +275,10 @@ int Run(int layers, int runs) {
 int main(int argc, char** argv) {
   if (argc > 2 && std::strcmp(argv[1], "--write") == 0) {
     const int layers = argc > 3 ? std::atoi(argv[3]) : 10000;
+    if (layers < 1) {
+      std::fprintf(stderr, "usage: %s --write DIR [layers >= 1]\n", argv[0]);
+      return 2;
+    }
     const std::string dir = argv[2];
     const tracetorch::TraceRecord a = tracetorch::MakeTrace(layers, 42);
     const tracetorch::TraceRecord b = tracetorch::Perturb(a);
