@@ -175,6 +175,13 @@ bool IsAtomicWriteTemp(std::string_view file_name) {
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::string out;
+  if (absl::Status s = ReadFileInto(path, &out); !s.ok()) return s;
+  return out;
+}
+
+absl::Status ReadFileInto(const std::string& path, std::string* out) {
+  out->clear();
   int fd;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -186,25 +193,29 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   if (::fstat(fd, &st) != 0) return ErrnoError("fstat", path, errno);
   if (S_ISDIR(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is a directory"));
 
-  std::string out;
   // st_size is a hint (0 for /proc files, stale if the file grows): read until EOF regardless.
   const size_t capacity = st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 4096;
-  out.reserve(capacity + kReadPadding);
-  out.resize(capacity);
+  // When the buffer must grow, an eighth to spare lets a slightly larger next file reuse it (the
+  // spare is address space: pages past what is read are never touched).
+  if (out->capacity() < capacity + kReadPadding)
+    out->reserve(capacity + capacity / 8 + kReadPadding);
+  out->resize(capacity);
   size_t used = 0;
   while (true) {
-    if (used == out.size()) out.resize(out.size() * 2);
-    const ssize_t n = ::read(fd, out.data() + used, out.size() - used);
+    if (used == out->size()) out->resize(out->size() * 2);
+    const ssize_t n = ::read(fd, out->data() + used, out->size() - used);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError("read", path, errno);
+      const int err = errno;
+      out->clear();
+      return ErrnoError("read", path, err);
     }
     if (n == 0) break;
     used += static_cast<size_t>(n);
   }
-  out.reserve(used + kReadPadding);
-  out.resize(used);
-  return out;
+  out->reserve(used + kReadPadding);
+  out->resize(used);
+  return absl::OkStatus();
 }
 
 }  // namespace tracetorch

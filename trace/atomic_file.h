@@ -35,7 +35,13 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view contents,
 bool IsAtomicWriteTemp(std::string_view file_name);
 
 // Reads a whole file. NotFound, PermissionDenied, or InvalidArgument if `path` is a directory.
+// The string has at least 64 bytes of capacity past its end (what simdjson needs to parse in
+// place).
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// ReadFileToString into `*out`, reusing its capacity (no new memory when the file fits what an
+// earlier read left there). On error `*out` is left empty, its capacity kept.
+absl::Status ReadFileInto(const std::string& path, std::string* out);
 
 }  // namespace tracetorch
 

@@ -163,6 +163,28 @@ TEST(WriteFileAtomic, UnwritableDirectoryIsPermissionDenied) {
   });
 }
 
+TEST(ReadFileInto, ReusesTheBufferAndKeepsPaddingPastTheEnd) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/a", std::string(100000, 'a')).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/b", std::string(100100, 'b')).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir.path() + "/c", "c").ok());
+  std::string buffer;
+  ASSERT_TRUE(ReadFileInto(dir.path() + "/a", &buffer).ok());
+  EXPECT_EQ(buffer, std::string(100000, 'a'));
+  const char* const first = buffer.data();
+  // A slightly larger file fits the spare the first read left: no new memory.
+  ASSERT_TRUE(ReadFileInto(dir.path() + "/b", &buffer).ok());
+  EXPECT_EQ(buffer, std::string(100100, 'b'));
+  EXPECT_EQ(buffer.data(), first);
+  ASSERT_TRUE(ReadFileInto(dir.path() + "/c", &buffer).ok());
+  EXPECT_EQ(buffer, "c");
+  EXPECT_EQ(buffer.data(), first);
+  EXPECT_GE(buffer.capacity() - buffer.size(), 64u);
+  // A failed read leaves the buffer empty.
+  EXPECT_EQ(ReadFileInto(dir.path() + "/missing", &buffer).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(buffer.empty());
+}
+
 TEST(ReadFileToString, ReadsFilesWithoutAKnownSize) {
   // /proc files report size 0; the reader must not trust st_size.
   absl::StatusOr<std::string> s = ReadFileToString("/proc/self/status");

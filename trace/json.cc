@@ -36,10 +36,10 @@ simdjson::dom::parser& ThreadParser() {
   return parser;
 }
 
-// Parses `text`. When `owned` holds `text`, it is freed as soon as the document is parsed (the
-// parsed document holds copies of its strings), so that a file's bytes and its record are not
-// held at once.
-absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded, std::string* owned) {
+// Parses `text`. When `release` holds `text`, its memory is freed as soon as the document is
+// parsed (the parsed document holds copies of its strings), so that a file's bytes and its record
+// are not held at once.
+absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded, std::string* release) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return absl::InvalidArgumentError("file is empty");
   }
@@ -50,12 +50,23 @@ absl::StatusOr<TraceRecord> ParseBuffer(std::string_view text, bool padded, std:
   std::unique_ptr<simdjson::dom::parser> own_parser;
   if (text.size() > kMaxRetainedDocument) own_parser = std::make_unique<simdjson::dom::parser>();
   simdjson::dom::parser& parser = own_parser ? *own_parser : ThreadParser();
+  if (!own_parser && (parser.capacity() < text.size() || parser.doc.capacity() < text.size())) {
+    // With an eighth to spare, so that a slightly larger next document (the other side of a diff)
+    // reuses these buffers rather than faulting in new ones: parse() would size both to the byte.
+    // Pages of the spare that are never written cost nothing. (`doc` is the parser's document,
+    // public in simdjson's DOM API though documented as internal.)
+    const size_t capacity = text.size() + text.size() / 8;
+    if (parser.allocate(capacity) != simdjson::SUCCESS ||
+        parser.doc.allocate(capacity) != simdjson::SUCCESS) {
+      return absl::ResourceExhaustedError("out of memory for the JSON parser");
+    }
+  }
   TraceRecord record;
   // Fast path: standard JSON, parsed in place when the buffer has simdjson's padding.
   simdjson::dom::element root;
   simdjson::error_code error = parser.parse(text.data(), text.size(), !padded).get(root);
   if (error == simdjson::SUCCESS) {
-    if (owned != nullptr) std::string().swap(*owned);
+    if (release != nullptr) std::string().swap(*release);
     if (auto s = json_internal::ReadRecordDocument(root, /*rewritten=*/false, &record); !s.ok()) {
       return s;
     }
@@ -87,11 +98,26 @@ absl::StatusOr<TraceRecord> ParseTraceJson(std::string_view text) {
 }
 
 absl::StatusOr<TraceRecord> ReadTraceFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) return text.status();
-  // ReadFileToString leaves room past the end: parse in place when it is enough for simdjson.
-  const bool padded = text->capacity() - text->size() >= simdjson::SIMDJSON_PADDING;
-  return ParseBuffer(*text, padded, &*text);
+  std::vector<absl::StatusOr<TraceRecord>> records = ReadTraceFiles({path});
+  return std::move(records.front());
+}
+
+std::vector<absl::StatusOr<TraceRecord>> ReadTraceFiles(absl::Span<const std::string> paths) {
+  std::vector<absl::StatusOr<TraceRecord>> records;
+  records.reserve(paths.size());
+  std::string text;  // One buffer for every file: its pages are faulted in once.
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (absl::Status s = ReadFileInto(paths[i], &text); !s.ok()) {
+      records.push_back(s);
+      continue;
+    }
+    // ReadFileInto leaves room past the end: parse in place when it is enough for simdjson.
+    const bool padded = text.capacity() - text.size() >= simdjson::SIMDJSON_PADDING;
+    // The last file's bytes are freed once parsed, before its record is built.
+    const bool last = i + 1 == paths.size();
+    records.push_back(ParseBuffer(text, padded, last ? &text : nullptr));
+  }
+  return records;
 }
 
 std::string TraceToJson(const TraceRecord& record, JsonStyle style) {

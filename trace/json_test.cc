@@ -327,6 +327,47 @@ TEST(TraceJson, AcceptsPythonNonFiniteTokens) {
   EXPECT_TRUE(ParseTraceJson(out).ok());
 }
 
+TEST(TraceJson, ReadsSeveralFilesThroughOneBufferInOrder) {
+  // The files share a read buffer and a parser: a small file after a large one must not see the
+  // large one's bytes, a larger one after a smaller one must be read whole, a file that Python's
+  // tokens make go the slow (rewriting) way reads like any other, and a failure stays with its
+  // own path.
+  TempDir dir;
+  const TraceRecord big = GoldenRecord();
+  TraceRecord small;
+  small.metadata.model_name = "Small";
+  small.layers.push_back(big.layers.front());
+  TraceRecord bigger = big;
+  bigger.metadata.model_name = "Bigger";
+  bigger.layers.push_back(big.layers.front());
+  bigger.layers.back().full_name = "extra";
+  ASSERT_TRUE(WriteTraceFile(dir.path() + "/big.json", big).ok());
+  ASSERT_TRUE(WriteTraceFile(dir.path() + "/small.json", small).ok());
+  ASSERT_TRUE(WriteTraceFile(dir.path() + "/bigger.json", bigger).ok());
+  {
+    std::ofstream python(dir.path() + "/python.json");
+    python << R"({"metadata": {"model_name": "Py", "total_time_ms": NaN}, "layers": []})";
+  }
+  const std::vector<std::string> paths = {dir.path() + "/big.json",     dir.path() + "/small.json",
+                                          dir.path() + "/missing.json", dir.path() + "/bigger.json",
+                                          dir.path() + "/python.json",  dir.path() + "/small.json"};
+  const std::vector<absl::StatusOr<TraceRecord>> read = ReadTraceFiles(paths);
+  ASSERT_EQ(read.size(), paths.size());
+  ASSERT_TRUE(read[0].ok()) << read[0].status();
+  EXPECT_EQ(TraceToJson(*read[0]), TraceToJson(big));
+  ASSERT_TRUE(read[1].ok()) << read[1].status();
+  EXPECT_EQ(TraceToJson(*read[1]), TraceToJson(small));
+  EXPECT_EQ(read[2].status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(read[3].ok()) << read[3].status();
+  EXPECT_EQ(TraceToJson(*read[3]), TraceToJson(bigger));
+  ASSERT_TRUE(read[4].ok()) << read[4].status();
+  EXPECT_EQ(read[4]->metadata.model_name, "Py");
+  EXPECT_TRUE(std::isnan(*read[4]->metadata.total_time_ms));
+  ASSERT_TRUE(read[5].ok()) << read[5].status();
+  EXPECT_EQ(TraceToJson(*read[5]), TraceToJson(small));
+  EXPECT_TRUE(ReadTraceFiles({}).empty());
+}
+
 TEST(TraceJson, NonFiniteTokenIsNotAString) {
   absl::StatusOr<TraceRecord> r = ParseTraceJson(R"({"layers": [{"name": NaN, "type": "T"}]})");
   ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -50,10 +51,19 @@ std::string DescribeLoadError(const std::string& path, const absl::Status& statu
 }
 
 absl::StatusOr<TraceRecord> LoadTraceFile(const std::string& path) {
-  absl::StatusOr<TraceRecord> record = ReadTraceFile(path);
-  if (!record.ok())
-    return absl::Status(record.status().code(), DescribeLoadError(path, record.status()));
-  return record;
+  std::vector<absl::StatusOr<TraceRecord>> records = LoadTraceFiles({path});
+  return std::move(records.front());
+}
+
+std::vector<absl::StatusOr<TraceRecord>> LoadTraceFiles(absl::Span<const std::string> paths) {
+  std::vector<absl::StatusOr<TraceRecord>> records = ReadTraceFiles(paths);
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!records[i].ok()) {
+      records[i] = absl::Status(records[i].status().code(),
+                                DescribeLoadError(paths[i], records[i].status()));
+    }
+  }
+  return records;
 }
 
 FileTraceSource::FileTraceSource(std::string path) : path_(std::move(path)) {}

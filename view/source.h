@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "trace/record.h"
 
 namespace tracetorch::view {
@@ -24,6 +26,9 @@ std::string DescribeLoadError(const std::string& path, const absl::Status& statu
 // Reads and parses a trace file (ReadTraceFile). Errors carry the canonical code of ReadTraceFile
 // and the DescribeLoadError text as message.
 absl::StatusOr<TraceRecord> LoadTraceFile(const std::string& path);
+
+// LoadTraceFile of each of `paths`, one after the other (ReadTraceFiles: one read buffer for all).
+std::vector<absl::StatusOr<TraceRecord>> LoadTraceFiles(absl::Span<const std::string> paths);
 
 // The result of polling a source.
 struct SourcePoll {
