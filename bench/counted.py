@@ -7,7 +7,10 @@
 
 Workloads (torch.set_num_threads(1); every variant on its own deep copy of the model):
   fwd-mlp, fwd-cnn, fwd-resnet18   a forward under torch.no_grad; traced: inside one
-                                   TraceSession(model) opened before timing (statistics on)
+                                   TraceSession(model) opened before timing (statistics on);
+                                   counted, also a third variant, hooks: a no-op Python forward
+                                   pre-hook and hook on every module, the floor of any tool that
+                                   watches each module from Python
   first-cnn                        the CNN's forward; traced: `with TraceSession(model): model(x)`,
                                    a fresh session opened and closed around each forward
   ops-resnet18                     resnet18 1x3x224x224 forward under no_grad; traced:
@@ -22,8 +25,9 @@ b8 3x112x112).
 every round, timed by the process's CPU time with the garbage collector paused; prints JSON with
 the median over rounds of traced/plain and its range.
 --count: meant to run under callgrind with --instr-atstart=no (see bench/callgrind_region.cc):
-after an uninstrumented warm-up, instrumentation starts, each variant runs one step (translation
-and lazy initialisation), then each variant's N steps are one region, dumped as WORKLOAD/VARIANT.
+after an uninstrumented warm-up step, instrumentation starts, each variant runs one step
+(translation and lazy initialisation), then each variant's N steps are one region, dumped as
+WORKLOAD/VARIANT.
 overhead_table.py reads the dumps: instructions per step, traced against plain.
 """
 
@@ -47,12 +51,10 @@ import torch.nn as nn
 
 import tracetorch as tl
 
-WORKLOADS = ["fwd-mlp", "fwd-cnn", "fwd-resnet18", "first-cnn", "ops-resnet18", "on_nan-cnn",
-             "hooks-mlp", "hooks-cnn", "hooks-resnet18"]
+WORKLOADS = ["fwd-mlp", "fwd-cnn", "fwd-resnet18", "first-cnn", "ops-resnet18", "on_nan-cnn"]
 # Steps per timed block for --wall: blocks of a few milliseconds at least.
 WALL_STEPS = {"fwd-mlp": 50, "fwd-cnn": 5, "fwd-resnet18": 1, "first-cnn": 5,
-              "ops-resnet18": 1, "on_nan-cnn": 2, "hooks-mlp": 50, "hooks-cnn": 5,
-              "hooks-resnet18": 1}
+              "ops-resnet18": 1, "on_nan-cnn": 2}
 
 
 @functools.cache
@@ -66,8 +68,10 @@ def _models():
     return mod
 
 
-def build(workload: str, stack: contextlib.ExitStack) -> dict[str, Callable[[], None]]:
-    """The two steps of a workload, {"plain": f, "traced": f}; sessions live on `stack`."""
+def build(workload: str, stack: contextlib.ExitStack,
+          floor: bool = False) -> dict[str, Callable[[], None]]:
+    """The steps of a workload, {"plain": f, "traced": f}, with "hooks": f for fwd-* when `floor`;
+    sessions live on `stack`."""
     models = _models()
     torch.manual_seed(0)
     kind, name = workload.split("-", 1)
@@ -91,17 +95,14 @@ def build(workload: str, stack: contextlib.ExitStack) -> dict[str, Callable[[], 
         plain.eval()
         traced.eval()
         stack.enter_context(tl.TraceSession(traced, daemon=False))
-        return {"plain": fwd(plain), "traced": fwd(traced)}
-
-    if kind == "hooks":
-        # The floor of any tool that watches every module from Python: a no-op forward pre-hook
-        # and forward hook on each module ("traced" here is that, not tracetorch).
-        plain.eval()
-        traced.eval()
-        for mod in traced.modules():
-            stack.callback(mod.register_forward_pre_hook(lambda m, a: None).remove)
-            stack.callback(mod.register_forward_hook(lambda m, a, o: None).remove)
-        return {"plain": fwd(plain), "traced": fwd(traced)}
+        steps = {"plain": fwd(plain), "traced": fwd(traced)}
+        if floor:
+            hooked = copy.deepcopy(plain)
+            for mod in hooked.modules():
+                stack.callback(mod.register_forward_pre_hook(lambda m, a: None).remove)
+                stack.callback(mod.register_forward_hook(lambda m, a, o: None).remove)
+            steps["hooks"] = fwd(hooked)
+        return steps
 
     if kind == "first":
         plain.eval()
@@ -168,10 +169,9 @@ def count(workload: str, n: int, region_lib: str) -> None:
     if not lib.tt_cg_running():
         sys.exit("counted.py --count runs under valgrind --tool=callgrind --instr-atstart=no")
     with contextlib.ExitStack() as stack:
-        steps = build(workload, stack)
+        steps = build(workload, stack, floor=True)
         for f in steps.values():
-            for _ in range(2):
-                f()
+            f()
         lib.tt_cg_start()
         for f in steps.values():
             f()

@@ -14,7 +14,8 @@ Rows (README, "Benchmarks"):
   python     Python agent, statistics on, steady state: forward of the MLP / CNN / resnet18 in an
              open TraceSession over the plain forward (bench/counted.py fwd-*); counted, also the
              floor: the same forward with a no-op Python pre-hook and hook on every module
-             (counted.py hooks-*), what any per-module hook costs before it does anything
+             (counted.py's third variant, hooks), what any per-module hook costs before it does
+             anything
   first      the CNN's forward as the first forward of a fresh TraceSession, i.e. what a one-shot
              `with TraceSession(m): m(x)` costs (counted.py first-cnn)
   libtorch   the libtorch door, statistics on, C++ / TorchScript forward+backward
@@ -64,7 +65,9 @@ TARGETS = {"fwd-mlp": 1.10, "fwd-cnn": 1.03, "fwd-resnet18": 1.03, "first-cnn": 
 DIFF_TARGET_S, DAEMON_TARGET_NS = 0.08, 100.0
 # Steps per callgrind region (each region runs under valgrind, ~50x slower than native).
 COUNT_STEPS = {"fwd-mlp": 20, "fwd-cnn": 3, "fwd-resnet18": 1, "first-cnn": 3, "ops-resnet18": 1,
-               "on_nan-cnn": 1, "hooks-mlp": 20, "hooks-cnn": 3, "hooks-resnet18": 1}
+               "on_nan-cnn": 1}
+# Iterations per callgrind region of the libtorch cases (a C++ step's count does not vary).
+LIBTORCH_COUNT_ITERS = 1
 
 
 def log(msg: str) -> None:
@@ -135,6 +138,9 @@ class Table:
         self.results: dict[str, dict] = {}
         # Wall figures of an earlier run (--wall-from): taken over instead of measured again.
         self.prior: dict = json.loads(Path(args.wall_from).read_text()) if args.wall_from else {}
+        # Counted figures of an earlier run (--counts-from): the heavy ones take an hour.
+        self.prior_counts: dict = (json.loads(Path(args.counts_from).read_text())
+                                   if args.counts_from else {})
 
     def prior_wall(self, key: str, fields: tuple[str, ...]) -> dict | None:
         """The earlier run's `fields` of `key`, when --wall-from has them all; else None."""
@@ -144,21 +150,39 @@ class Table:
         log(f"  {key}: wall figures from {self.args.wall_from}")
         return {f: r[f] for f in fields}
 
+    def prior_count(self, *path: str) -> dict | None:
+        """The earlier run's counted figures at `path` (e.g. "fwd-mlp"; "libtorch", "cpp"), when
+        --counts-from has them; else None."""
+        r = self.prior_counts
+        for key in path:
+            r = r.get(key, {}) if isinstance(r, dict) else {}
+        if "instructions" not in r:
+            return None
+        log(f"  {'/'.join(path)}: counts from {self.args.counts_from}")
+        return {k: r[k] for k in ("instructions", "hooks_floor") if k in r}
+
     def counts(self, workload: str) -> bool:
         """Whether `workload` is counted in this run (--no-count, --skip-count)."""
         return self.args.count and workload not in self.args.skip_count.split(",")
 
     def count_workload(self, workload: str) -> dict:
-        """Instructions per step of `workload`'s plain and traced variants (counted.py --count)."""
+        """Instructions per step of `workload`'s traced variant against its plain one
+        (counted.py --count); for fwd-*, "hooks_floor" the same for the no-op hooks variant."""
         lib = self.build / "bench/libtracetorch_callgrind_region.so"
         n = COUNT_STEPS[workload]
         regions = count_regions([PY, str(ROOT / "bench/counted.py"), workload, "--count",
                                  str(n), "--region-lib", str(lib)], env=self.env)
-        plain, traced = regions[f"{workload}/plain"] / n, regions[f"{workload}/traced"] / n
-        log(f"  {workload} instructions/step: plain {plain / 1e6:.1f} M, traced "
-            f"{traced / 1e6:.1f} M: {traced / plain:.3f}")
-        return {"plain": plain, "traced": traced, "ratio": traced / plain,
-                "extra_per_step": traced - plain}
+        plain = regions[f"{workload}/plain"] / n
+        out: dict = {}
+        for variant in ("traced", "hooks"):
+            if f"{workload}/{variant}" not in regions:
+                continue
+            v = regions[f"{workload}/{variant}"] / n
+            out[variant] = {"plain": plain, variant: v, "ratio": v / plain,
+                            "extra_per_step": v - plain}
+            log(f"  {workload} instructions/step: plain {plain / 1e6:.1f} M, {variant} "
+                f"{v / 1e6:.1f} M: {v / plain:.3f}")
+        return out
 
     def python_workload(self, workload: str) -> dict:
         out: dict = self.prior_wall(workload, ("wall", "plain_ms", "traced_ms")) or {}
@@ -173,17 +197,19 @@ class Table:
             out["wall"] = spread([r["ratio"] for r in runs])
             out["plain_ms"] = statistics.median(r["plain_ms"] for r in runs)
             out["traced_ms"] = statistics.median(r["traced_ms"] for r in runs)
-        if self.counts(workload):
-            out["instructions"] = self.count_workload(workload)
+        if self.counts(workload) and (prior := self.prior_count(workload)):
+            out.update(prior)
+        elif self.counts(workload):
+            counted = self.count_workload(workload)
+            out["instructions"] = counted["traced"]
+            if "hooks" in counted:
+                # What a no-op Python hook on every module costs the same forward: the floor.
+                out["hooks_floor"] = counted["hooks"]
         return out
 
     def row_python(self) -> None:
         for w in ("fwd-mlp", "fwd-cnn", "fwd-resnet18"):
             self.results[w] = self.python_workload(w)
-            floor = w.replace("fwd-", "hooks-")
-            if self.counts(floor):
-                # What a no-op Python hook on every module costs the same forward: the floor.
-                self.results[w]["hooks_floor"] = self.count_workload(floor)
 
     def row_first(self) -> None:
         self.results["first-cnn"] = self.python_workload("first-cnn")
@@ -210,10 +236,15 @@ class Table:
                 f"script {per_case['script'][-1]:.3f}")
         out = ({k: {"wall": prior[k]["wall"]} for k in cases} if prior
                else {k: {"wall": spread(v)} for k, v in per_case.items()})
-        if self.counts("libtorch"):
-            regions = count_regions([binary, "--count", "2"])
+        priors = {k: self.prior_count("libtorch", k) for k in cases}
+        if self.counts("libtorch") and all(priors.values()):
+            for key in cases:
+                out[key].update(priors[key])
+        elif self.counts("libtorch"):
+            regions = count_regions([binary, "--count", str(LIBTORCH_COUNT_ITERS)])
             for key, name in cases.items():
-                plain, traced = regions[f"{name}/plain"] / 2, regions[f"{name}/traced"] / 2
+                plain = regions[f"{name}/plain"] / LIBTORCH_COUNT_ITERS
+                traced = regions[f"{name}/traced"] / LIBTORCH_COUNT_ITERS
                 out[key]["instructions"] = {"plain": plain, "traced": traced,
                                             "ratio": traced / plain,
                                             "extra_per_step": traced - plain}
@@ -260,7 +291,9 @@ class Table:
                         raise RuntimeError(f"tracetorch-ml diff failed: {r.stderr[-2000:]}")
                 out["ml_wall_s"] = spread(ml)
                 log(f"  tracetorch-ml diff: {fmt(out['ml_wall_s'], 2)} s")
-            if self.args.count:
+            if self.args.count and (prior_count := self.prior_count("diff")):
+                out.update(prior_count)
+            elif self.args.count:
                 with tempfile.TemporaryDirectory() as cg:
                     subprocess.run(["valgrind", "--tool=callgrind",
                                     f"--callgrind-out-file={cg}/cg.out", cli, "diff", a, b],
@@ -284,7 +317,9 @@ class Table:
             ns.append(float(m.group(1)))
             log(f"  daemon wall run {i + 1}: {ns[-1]:.0f} ns/event")
         out = dict(prior) if prior else {"ns_per_event": spread(ns)}
-        if self.args.count:
+        if self.args.count and (prior_count := self.prior_count("daemon")):
+            out.update(prior_count)
+        elif self.args.count:
             count_bin = str(self.build / "bench/tracetorchd_count_bench")
             points = []
             for rate in (10, 50):
@@ -388,11 +423,13 @@ def main() -> None:
         "~/.cache/pip/tracetorch-wheelhouse/tracetorch_ml-0.2.0-py3-none-any.whl"))
     ap.add_argument("--json", help="also write every figure here")
     ap.add_argument("--skip-count", default="", metavar="WORKLOADS",
-                    help="workloads not to count: counted.py's (e.g. fwd-resnet18,hooks-resnet18,"
+                    help="workloads not to count: counted.py's (e.g. fwd-resnet18,"
                     "ops-resnet18: resnet18 under callgrind takes over 20 CPU-minutes a variant "
                     "on 2 cores) or libtorch (its C++ and TorchScript ResNets, as long)")
     ap.add_argument("--wall-from", help="take the wall figures from this earlier --json (e.g. "
                     "one taken with --no-count on a quiet machine) and only count")
+    ap.add_argument("--counts-from", help="take the counted figures this earlier --json has "
+                    "(e.g. the resnet18 and libtorch counts, an hour's work) and count the rest")
     args = ap.parse_args()
     rows = args.rows.split(",")
     for row in rows:
