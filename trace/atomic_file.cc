@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "trace/huge_pages.h"
 
 namespace tracetorch {
 namespace {
@@ -197,8 +198,11 @@ absl::Status ReadFileInto(const std::string& path, std::string* out) {
   const size_t capacity = st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 4096;
   // When the buffer must grow, an eighth to spare lets a slightly larger next file reuse it (the
   // spare is address space: pages past what is read are never touched).
-  if (out->capacity() < capacity + kReadPadding)
+  if (out->capacity() < capacity + kReadPadding) {
     out->reserve(capacity + capacity / 8 + kReadPadding);
+    // Written whole just below: huge pages where the kernel allows (see huge_pages.h).
+    trace_internal::AdviseHugePages(out->data(), capacity);
+  }
   out->resize(capacity);
   size_t used = 0;
   while (true) {
