@@ -258,7 +258,7 @@ class Table:
             run([str(self.build / "bench/load_diff_bench"), "--write", d, "10000"])
             a, b = f"{d}/a.json", f"{d}/b.json"
             input_bytes = os.path.getsize(a) + os.path.getsize(b)
-            walls, peaks = [], []
+            walls, peaks, faults = [], [], []
             prior = self.prior_wall("diff", ("wall_s", "peak_bytes", "input_bytes"))
             for _ in range(0 if prior else max(self.args.runs, 5)):
                 t0 = time.perf_counter()
@@ -266,15 +266,19 @@ class Table:
                 _, status, usage = os.wait4(p.pid, 0)
                 walls.append(time.perf_counter() - t0)
                 peaks.append(usage.ru_maxrss * 1024)
+                faults.append(usage.ru_minflt)
                 if os.waitstatus_to_exitcode(status) not in (0, 1):
                     raise RuntimeError(f"tracetorch diff exited {status}")
             if prior:
                 out = dict(prior)
-                if "ml_wall_s" in self.prior["diff"]:
-                    out["ml_wall_s"] = self.prior["diff"]["ml_wall_s"]
+                for key in ("ml_wall_s", "page_faults"):
+                    if key in self.prior["diff"]:
+                        out[key] = self.prior["diff"][key]
             else:
+                # Page faults: the process's first touch of its memory, half of a diff's time
+                # before its buffers were shared and given huge pages; nearly as steady as a count.
                 out = {"wall_s": spread(walls), "peak_bytes": spread(peaks),
-                       "input_bytes": input_bytes}
+                       "page_faults": spread(faults), "input_bytes": input_bytes}
                 log(f"  diff: {fmt(out['wall_s'], 3)} s, peak "
                     f"{statistics.median(peaks) / 2**20:.0f} MiB for {input_bytes / 2**20:.1f} MiB "
                     "of input")
@@ -385,9 +389,13 @@ class Table:
                         f" | ≤ 1.05: {self.verdict(['on_nan-cnn'], TARGETS.get)} |")
         if "diff" in r:
             d = r["diff"]
-            text = (f"{fmt(d['wall_s'], 3)} s, peak {d['peak_bytes']['median'] / 2**20:.0f} MiB "
-                    f"= {d['peak_bytes']['median'] / d['input_bytes']:.2f}× the input "
+            peak = d["peak_bytes"]
+            text = (f"{fmt(d['wall_s'], 3)} s, peak {peak['median'] / 2**20:.1f} MiB "
+                    f"({peak['min'] / 2**20:.1f}–{peak['max'] / 2**20:.1f}) "
+                    f"= {peak['median'] / d['input_bytes']:.2f}× the input "
                     f"({d['input_bytes'] / 2**20:.1f} MiB)")
+            if "page_faults" in d:
+                text += f", {d['page_faults']['median'] / 1e3:.1f} k page faults"
             if "ml_wall_s" in d:
                 text += (f"; tracetorch-ml {fmt(d['ml_wall_s'], 2)} s "
                          f"({d['ml_wall_s']['median'] / d['wall_s']['median']:.0f}×)")
