@@ -8,9 +8,9 @@
 Workloads (torch.set_num_threads(1); every variant on its own deep copy of the model):
   fwd-mlp, fwd-cnn, fwd-resnet18   a forward under torch.no_grad; traced: inside one
                                    TraceSession(model) opened before timing (statistics on);
-                                   counted, also a third variant, hooks: a no-op Python forward
-                                   pre-hook and hook on every module, the floor of any tool that
-                                   watches each module from Python
+                                   also a third variant, hooks: a no-op Python forward pre-hook
+                                   and hook on every module, the floor of any tool that watches
+                                   each module from Python
   first-cnn                        the CNN's forward; traced: `with TraceSession(model): model(x)`,
                                    a fresh session opened and closed around each forward
   ops-resnet18                     resnet18 1x3x224x224 forward under no_grad; traced:
@@ -21,9 +21,9 @@ Workloads (torch.set_num_threads(1); every variant on its own deep copy of the m
 The models are bench/agent_overhead.py's (MLP 784-256-10 b32, 4-conv CNN b16 3x64x64, resnet18
 b8 3x112x112).
 
---wall: after a warm-up, rounds of `steps` steps per variant, interleaved with the order swapped
+--wall: after a warm-up, rounds of `steps` steps per variant, interleaved with the order reversed
 every round, timed by the process's CPU time with the garbage collector paused; prints JSON with
-the median over rounds of traced/plain and its range.
+the median over rounds of traced/plain and its range (fwd-*: also hooks/plain, "hooks_ratio").
 --count: meant to run under callgrind with --instr-atstart=no (see bench/callgrind_region.cc):
 after an uninstrumented warm-up step, instrumentation starts, each variant runs one step
 (translation and lazy initialisation), then each variant's N steps are one region, dumped as
@@ -68,10 +68,9 @@ def _models():
     return mod
 
 
-def build(workload: str, stack: contextlib.ExitStack,
-          floor: bool = False) -> dict[str, Callable[[], None]]:
-    """The steps of a workload, {"plain": f, "traced": f}, with "hooks": f for fwd-* when `floor`;
-    sessions live on `stack`."""
+def build(workload: str, stack: contextlib.ExitStack) -> dict[str, Callable[[], None]]:
+    """The steps of a workload, {"plain": f, "traced": f}, and for fwd-* "hooks": f (the floor);
+    sessions and hooks live on `stack`."""
     models = _models()
     torch.manual_seed(0)
     kind, name = workload.split("-", 1)
@@ -83,7 +82,9 @@ def build(workload: str, stack: contextlib.ExitStack,
         base, x = models.make_resnet18(112)
     else:
         base, x = {"mlp": models.make_mlp, "cnn": models.make_cnn}[name]()
-    plain, traced = base, copy.deepcopy(base)
+    # Every variant a deep copy: the original's tensors were allocated differently (the CNN's plain
+    # forward ran slower than a copy's, traced or not).
+    plain, traced = copy.deepcopy(base), copy.deepcopy(base)
 
     def fwd(m: nn.Module) -> Callable[[], None]:
         def step() -> None:
@@ -95,14 +96,11 @@ def build(workload: str, stack: contextlib.ExitStack,
         plain.eval()
         traced.eval()
         stack.enter_context(tl.TraceSession(traced, daemon=False))
-        steps = {"plain": fwd(plain), "traced": fwd(traced)}
-        if floor:
-            hooked = copy.deepcopy(plain)
-            for mod in hooked.modules():
-                stack.callback(mod.register_forward_pre_hook(lambda m, a: None).remove)
-                stack.callback(mod.register_forward_hook(lambda m, a, o: None).remove)
-            steps["hooks"] = fwd(hooked)
-        return steps
+        hooked = copy.deepcopy(plain)
+        for mod in hooked.modules():
+            stack.callback(mod.register_forward_pre_hook(lambda m, a: None).remove)
+            stack.callback(mod.register_forward_hook(lambda m, a, o: None).remove)
+        return {"plain": fwd(plain), "traced": fwd(traced), "hooks": fwd(hooked)}
 
     if kind == "first":
         plain.eval()
@@ -151,16 +149,21 @@ def wall(workload: str, rounds: int) -> dict:
             for _ in range(3):
                 f()
         n = WALL_STEPS[workload]
-        times: dict[str, list[float]] = {"plain": [], "traced": []}
+        times: dict[str, list[float]] = {v: [] for v in steps}
+        order = list(steps)
         for r in range(rounds):
-            for v in (("plain", "traced") if r % 2 == 0 else ("traced", "plain")):
+            for v in (order if r % 2 == 0 else order[::-1]):
                 times[v].append(_models().time_block(steps[v], n))
     ratios = [t / p for t, p in zip(times["traced"], times["plain"])]
-    return {"workload": workload, "rounds": rounds, "steps_per_block": n,
-            "plain_ms": statistics.median(times["plain"]) * 1e3,
-            "traced_ms": statistics.median(times["traced"]) * 1e3,
-            "ratio": statistics.median(ratios), "ratio_min": min(ratios),
-            "ratio_max": max(ratios)}
+    out = {"workload": workload, "rounds": rounds, "steps_per_block": n,
+           "plain_ms": statistics.median(times["plain"]) * 1e3,
+           "traced_ms": statistics.median(times["traced"]) * 1e3,
+           "ratio": statistics.median(ratios), "ratio_min": min(ratios),
+           "ratio_max": max(ratios)}
+    if "hooks" in times:  # The floor, by the same clock in the same rounds.
+        out["hooks_ratio"] = statistics.median(
+            h / p for h, p in zip(times["hooks"], times["plain"]))
+    return out
 
 
 def count(workload: str, n: int, region_lib: str) -> None:
@@ -169,7 +172,7 @@ def count(workload: str, n: int, region_lib: str) -> None:
     if not lib.tt_cg_running():
         sys.exit("counted.py --count runs under valgrind --tool=callgrind --instr-atstart=no")
     with contextlib.ExitStack() as stack:
-        steps = build(workload, stack, floor=True)
+        steps = build(workload, stack)
         for f in steps.values():
             f()
         lib.tt_cg_start()

@@ -137,17 +137,30 @@ class Table:
         self.env = dict(os.environ, PYTHONPATH=str(self.build / "python"))
         self.results: dict[str, dict] = {}
         # Wall figures of an earlier run (--wall-from): taken over instead of measured again.
-        self.prior: dict = json.loads(Path(args.wall_from).read_text()) if args.wall_from else {}
-        # Counted figures of an earlier run (--counts-from): the heavy ones take an hour.
-        self.prior_counts: dict = (json.loads(Path(args.counts_from).read_text())
-                                   if args.counts_from else {})
+        # (Several files, a later one's figure winning: each row group's wall figures may come
+        # from a run of its own.)
+        self.prior: dict = {}
+        self.prior_loads: list[str] = []  # "FILE (load average S at its start, E at its end)"
+        for path in args.wall_from or []:
+            earlier = json.loads(Path(path).read_text())
+            load = earlier.pop("load", None)
+            self.prior.update(earlier)
+            self.prior_loads.append(path + (f" (load average {load['start']:.1f} at its start, "
+                                            f"{load['end']:.1f} at its end)" if load else ""))
+        # Counted figures of earlier runs (--counts-from; a later file's figure wins): the heavy
+        # ones take an hour each, so they are taken in separate runs, side by side.
+        self.prior_counts: dict = {}
+        for path in args.counts_from or []:
+            for key, value in json.loads(Path(path).read_text()).items():
+                if isinstance(value, dict):
+                    self.prior_counts.setdefault(key, {}).update(value)
 
     def prior_wall(self, key: str, fields: tuple[str, ...]) -> dict | None:
         """The earlier run's `fields` of `key`, when --wall-from has them all; else None."""
         r = self.prior.get(key)
         if not r or any(f not in r for f in fields):
             return None
-        log(f"  {key}: wall figures from {self.args.wall_from}")
+        log(f"  {key}: wall figures from --wall-from")
         return {f: r[f] for f in fields}
 
     def prior_count(self, *path: str) -> dict | None:
@@ -158,7 +171,7 @@ class Table:
             r = r.get(key, {}) if isinstance(r, dict) else {}
         if "instructions" not in r:
             return None
-        log(f"  {'/'.join(path)}: counts from {self.args.counts_from}")
+        log(f"  {'/'.join(path)}: counts from --counts-from")
         return {k: r[k] for k in ("instructions", "hooks_floor") if k in r}
 
     def counts(self, workload: str) -> bool:
@@ -186,6 +199,8 @@ class Table:
 
     def python_workload(self, workload: str) -> dict:
         out: dict = self.prior_wall(workload, ("wall", "plain_ms", "traced_ms")) or {}
+        if out and "hooks_wall" in self.prior.get(workload, {}):
+            out["hooks_wall"] = self.prior[workload]["hooks_wall"]
         runs = []
         for i in range(0 if out else self.args.runs):
             r = json.loads(run([PY, str(ROOT / "bench/counted.py"), workload, "--wall",
@@ -195,6 +210,8 @@ class Table:
             runs.append(r)
         if runs:
             out["wall"] = spread([r["ratio"] for r in runs])
+            if all("hooks_ratio" in r for r in runs):
+                out["hooks_wall"] = spread([r["hooks_ratio"] for r in runs])
             out["plain_ms"] = statistics.median(r["plain_ms"] for r in runs)
             out["traced_ms"] = statistics.median(r["traced_ms"] for r in runs)
         if self.counts(workload) and (prior := self.prior_count(workload)):
@@ -346,10 +363,14 @@ class Table:
         r = self.results[key]
         text = fmt(r["wall"])
         if "instructions" in r:
-            text += f" [{r['instructions']['ratio']:.3f}"
+            text += f" [{r['instructions']['ratio']:.3f}]"
+        if "hooks_wall" in r or "hooks_floor" in r:
+            # The floor: a no-op Python hook on every module, by both clocks.
+            text += "; no-op hooks"
+            if "hooks_wall" in r:
+                text += f" {fmt(r['hooks_wall'])}"
             if "hooks_floor" in r:
-                text += f"; no-op hooks {r['hooks_floor']['ratio']:.3f}"
-            text += "]"
+                text += f" [{r['hooks_floor']['ratio']:.3f}]"
         return text
 
     def verdict(self, keys: list[str], target_of) -> str:
@@ -434,10 +455,12 @@ def main() -> None:
                     help="workloads not to count: counted.py's (e.g. fwd-resnet18,"
                     "ops-resnet18: resnet18 under callgrind takes over 20 CPU-minutes a variant "
                     "on 2 cores) or libtorch (its C++ and TorchScript ResNets, as long)")
-    ap.add_argument("--wall-from", help="take the wall figures from this earlier --json (e.g. "
-                    "one taken with --no-count on a quiet machine) and only count")
-    ap.add_argument("--counts-from", help="take the counted figures this earlier --json has "
-                    "(e.g. the resnet18 and libtorch counts, an hour's work) and count the rest")
+    ap.add_argument("--wall-from", action="append", metavar="JSON",
+                    help="take the wall figures from an earlier --json (e.g. one taken with "
+                    "--no-count on a quiet machine) and only count; repeatable")
+    ap.add_argument("--counts-from", action="append", metavar="JSON",
+                    help="take the counted figures an earlier --json has (e.g. the resnet18 and "
+                    "libtorch counts, an hour's work each) and count the rest; repeatable")
     args = ap.parse_args()
     rows = args.rows.split(",")
     for row in rows:
@@ -450,18 +473,18 @@ def main() -> None:
     for row in rows:
         log(f"{row}:")
         getattr(table, f"row_{row}")()
+        if args.json:  # After each row: a late row's failure does not lose an hour of counts.
+            Path(args.json).write_text(json.dumps(table.results, indent=2))
     end_load = os.getloadavg()[0]
     if args.wall_from:
-        wall_load = table.prior.get("load", {})
-        loads = (f"wall figures from {args.wall_from}"
-                 + (f" (load average {wall_load['start']:.1f} at its start, "
-                    f"{wall_load['end']:.1f} at its end)" if wall_load else ""))
+        loads = "wall figures from " + ", ".join(table.prior_loads)
     else:
         loads = f"load average {load:.1f} at the start, {end_load:.1f} at the end"
         table.results["load"] = {"start": load, "end": end_load}
     skipped = f"; not counted: {args.skip_count}" if args.skip_count and args.count else ""
-    print(f"({loads}; {args.runs} runs per wall figure; [instructions] traced/plain under "
-          f"callgrind{skipped})")
+    runs = "each wall figure the median of its runs" if args.wall_from else (
+        f"{args.runs} runs per wall figure")
+    print(f"({loads}; {runs}; [instructions] traced/plain under callgrind{skipped})")
     print(table.markdown())
     if args.json:
         Path(args.json).write_text(json.dumps(table.results, indent=2))
