@@ -6,8 +6,8 @@
 //    expanded dims included), are reduced by a vectorised kernel that accumulates in double
 //    (float32 and narrower on AVX2+FMA machines: float partial sums over blocks of 1024 elements,
 //    widened to double, which halves the cost per element; relative error ~1e-7, the accuracy of
-//    ATen's own float32 reductions); a tensor with no non-finite value costs one pass, one that
-//    holds NaN/Inf costs a second, exact pass in double;
+//    ATen's own float32 reductions; gradients likewise); a tensor with no non-finite value costs
+//    one pass, one that holds NaN/Inf costs a second, exact pass in double;
 //  - other devices (CUDA, ...) are reduced with ATen operators (ComputeTensorStatsWithAten), which
 //    synchronise with the device;
 //  - non-float dtypes (integers, bool, complex), empty tensors and non-strided layouts (sparse,
