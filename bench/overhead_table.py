@@ -46,6 +46,7 @@ A counted figure is deterministic up to Python's own variation (a second run agr
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -258,7 +259,12 @@ class Table:
             for key in cases:
                 out[key].update(priors[key])
         elif self.counts("libtorch"):
-            regions = count_regions([binary, "--count", str(LIBTORCH_COUNT_ITERS)])
+            # One process per model, side by side: each takes the better part of an hour.
+            models = {"cpp": "cpp", "script": "torchscript"}
+            with concurrent.futures.ThreadPoolExecutor(len(models)) as pool:
+                parts = pool.map(lambda m: count_regions(
+                    [binary, "--count", str(LIBTORCH_COUNT_ITERS), "--case", m]), models.values())
+                regions = {k: v for part in parts for k, v in part.items()}
             for key, name in cases.items():
                 plain = regions[f"{name}/plain"] / LIBTORCH_COUNT_ITERS
                 traced = regions[f"{name}/traced"] / LIBTORCH_COUNT_ITERS

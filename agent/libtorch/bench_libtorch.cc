@@ -5,12 +5,13 @@
 // statistics on.
 //
 //   tracetorch_bench_libtorch [--rounds N] [--iters K] [--batch B]
-//   valgrind --tool=callgrind --instr-atstart=no tracetorch_bench_libtorch --count N
+//   valgrind --tool=callgrind --instr-atstart=no tracetorch_bench_libtorch --count N [--case cpp]
 //
 // --count N: the instruction-count twin (bench/overhead_table.py). Statistics on, each
 // forward+backward case (the README's row; a case takes minutes under callgrind) runs N plain and
 // then N traced iterations as two callgrind regions, dumped as "CASE/plain" and "CASE/traced"
-// after a warm-up that callgrind does not count.
+// after a warm-up that callgrind does not count; --case cpp or --case torchscript counts one model
+// (so that the two can run side by side).
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -123,7 +124,7 @@ Result Measure(tracetorch::TraceSession& session, int rounds, int iters,
 void Count(const char* name, tracetorch::TraceSession& session, int iters,
            const std::function<void()>& step) {
 #ifdef TRACETORCH_HAVE_CALLGRIND
-  for (int i = 0; i < 3; ++i) step();
+  step();  // Uninstrumented warm-up: minutes under valgrind each, so one.
   if (!session.Start().ok()) std::abort();
   step();
   (void)session.Stop();
@@ -153,8 +154,10 @@ void Count(const char* name, tracetorch::TraceSession& session, int iters,
 
 int main(int argc, char** argv) {
   int rounds = 15, iters = 3, batch = 16, count = 0;
+  std::string_view only_case;  // --case cpp|torchscript: count that model's case alone.
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--count") == 0) count = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--case") == 0) only_case = argv[i + 1];
     if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--iters") == 0) iters = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--batch") == 0) batch = std::atoi(argv[i + 1]);
@@ -216,7 +219,9 @@ int main(int argc, char** argv) {
     if (count > 0) {
       if (!stats) break;
       for (const Case& c : cases) {
-        if (std::string_view(c.name).ends_with("forward+backward")) {
+        const std::string_view name = c.name;
+        if (name.ends_with("forward+backward") &&
+            (only_case.empty() || name.substr(0, name.find(' ')) == only_case)) {
           Count(c.name, *c.session, count, c.step);
         }
       }
